@@ -1,0 +1,39 @@
+# Two commands do all the set-up: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test chat lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# Stamps re-install only when pyproject.toml changes.
+$(VENV)/.installed-local: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[local]'
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+run: $(VENV)/.installed-local
+	$(BIN)/chatterd run
+
+chat: $(VENV)/.installed-local
+	$(BIN)/chatterd chat
+
+test: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest -q
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check bot channels core memory tests bench
+	$(BIN)/mypy bot channels core memory
+
+bench: $(VENV)/.installed-dev
+	$(BIN)/python bench/turn_bench.py
+	$(BIN)/python bench/context_bench.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,248 @@
+"""Configuration: config.toml + CHATTERD_* environment, validated once at start.
+
+Sources, strongest first: CHATTERD_<SECTION>__<KEY> environment variables, the TOML
+file, the conventional OPENAI_API_KEY / OPENAI_BASE_URL / TELEGRAM_BOT_TOKEN variables,
+then the defaults below. Unknown keys are errors: a typo must never be silently ignored.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+PLATFORMS = ("telegram", "qq", "http", "console")
+DEFAULT_CONFIG_PATH = Path("config.toml")
+
+
+class ConfigError(Exception):
+    """A configuration problem, phrased as one line naming the key."""
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class BotConfig(Section):
+    name: str = Field("chatterd", min_length=1, max_length=64)
+    workspace: Path = Path("workspace")
+    admins: list[str] = []
+    timezone: str = "UTC"
+
+    @field_validator("admins")
+    @classmethod
+    def _admins_are_platform_ids(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            platform, sep, user_id = entry.partition(":")
+            if not sep or platform not in PLATFORMS or not user_id.strip():
+                raise ValueError(
+                    f"{entry!r} is not 'platform:id' with platform one of {', '.join(PLATFORMS)}"
+                )
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown timezone {value!r} (use an IANA name like Europe/Berlin)") from None
+        return value
+
+
+class LlmConfig(Section):
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    model: str = "gpt-4o-mini"
+    timeout_s: float = Field(60.0, gt=0, le=3600)
+    max_retries: int = Field(2, ge=0, le=10)
+    temperature: float = Field(0.7, ge=0, le=2)
+    context_window: int = Field(8192, ge=512)
+    reply_tokens: int = Field(1024, ge=16)
+    local_model: Path | None = None
+
+
+class VisionConfig(Section):
+    enabled: bool = False
+    mode: Literal["describe", "passthrough"] = "describe"
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    model: str = "gpt-4o-mini"
+    max_bytes: int = Field(10 * 1024 * 1024, ge=1024)
+
+
+class StorageConfig(Section):
+    url: str = "sqlite+aiosqlite:///data/chatterd.sqlite"
+
+    @field_validator("url")
+    @classmethod
+    def _async_driver(cls, value: str) -> str:
+        if not value.startswith(("sqlite+aiosqlite://", "postgresql+asyncpg://")):
+            raise ValueError("must start with sqlite+aiosqlite:// or postgresql+asyncpg://")
+        return value
+
+
+class ContextConfig(Section):
+    tokenizer: str = "o200k_base"
+    history_limit: int = Field(200, ge=1, le=100_000)
+
+
+class ToolsConfig(Section):
+    search: bool = True
+    max_rounds: int = Field(3, ge=1, le=10)
+    search_results: int = Field(5, ge=1, le=20)
+    search_timeout_s: float = Field(10.0, gt=0, le=120)
+    mode: Literal["markers", "native"] = "markers"
+
+
+class TelegramConfig(Section):
+    enabled: bool = False
+    token: SecretStr | None = None
+    api_base_url: str = "https://api.telegram.org"
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_url: str | None = None
+    webhook_listen: str = "0.0.0.0"
+    webhook_port: int = Field(8443, ge=1, le=65535)
+    webhook_secret: SecretStr | None = None
+    poll_stall_s: float = Field(90.0, gt=0)
+    rate_limit_per_min: int = Field(20, ge=0)
+    answer_edited: bool = False
+
+
+class OnebotConfig(Section):
+    enabled: bool = False
+    mode: Literal["reverse_ws", "forward_ws"] = "reverse_ws"
+    host: str = "127.0.0.1"
+    port: int = Field(8081, ge=1, le=65535)
+    path: str = "/onebot/v11/ws"
+    access_token: SecretStr | None = None
+    url: str | None = None
+    allow_private_media_hosts: list[str] = []
+
+
+class HttpConfig(Section):
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+    token: SecretStr | None = None
+
+
+class GroupsConfig(Section):
+    wake_words: list[str] = []
+    store_untriggered: bool = True
+
+
+class Settings(BaseSettings):
+    """The whole configuration; one instance is built at start and passed down."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CHATTERD_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        case_sensitive=False,
+    )
+
+    bot: BotConfig = BotConfig()
+    llm: LlmConfig = LlmConfig()
+    vision: VisionConfig = VisionConfig()
+    storage: StorageConfig = StorageConfig()
+    context: ContextConfig = ContextConfig()
+    tools: ToolsConfig = ToolsConfig()
+    telegram: TelegramConfig = TelegramConfig()
+    onebot: OnebotConfig = OnebotConfig()
+    http: HttpConfig = HttpConfig()
+    groups: GroupsConfig = GroupsConfig()
+
+
+class _ConventionalEnvSource(PydanticBaseSettingsSource):
+    """OPENAI_API_KEY, OPENAI_BASE_URL and TELEGRAM_BOT_TOKEN, as every tool reads them."""
+
+    _MAP = {
+        "OPENAI_API_KEY": ("llm", "api_key"),
+        "OPENAI_BASE_URL": ("llm", "base_url"),
+        "TELEGRAM_BOT_TOKEN": ("telegram", "token"),
+    }
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]):
+        super().__init__(settings_cls)
+        self._environ = environ
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for var, (section, key) in self._MAP.items():
+            if self._environ.get(var):
+                found.setdefault(section, {})[key] = self._environ[var]
+        return found
+
+
+def _settings_class(toml_path: Path | None, environ: Mapping[str, str]) -> type[Settings]:
+    class _Loaded(Settings):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+            if toml_path is not None:
+                sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_path))
+            sources.append(_ConventionalEnvSource(settings_cls, environ))
+            return tuple(sources)
+
+    return _Loaded
+
+
+def config_path(cli_value: str | None, environ: Mapping[str, str] | None = None) -> Path:
+    """--config wins, then CHATTERD_CONFIG, then ./config.toml."""
+    environ = os.environ if environ is None else environ
+    return Path(cli_value or environ.get("CHATTERD_CONFIG") or DEFAULT_CONFIG_PATH)
+
+
+def load_config(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Load and validate; raise ConfigError with one line naming the bad key."""
+    environ = os.environ if environ is None else environ
+    toml_path = path if path is not None and path.is_file() else None
+    if path is not None and path.exists() and not path.is_file():
+        raise ConfigError(f"config: {path} is not a file")
+    try:
+        return _settings_class(toml_path, environ)()
+    except ValidationError as exc:
+        raise ConfigError(_one_line(exc)) from None
+    except ValueError as exc:  # TOML syntax errors surface as ValueError subclasses
+        raise ConfigError(f"config: {toml_path}: {exc}") from None
+
+
+def _one_line(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    key = ".".join(str(part) for part in error["loc"]) or "config"
+    message = error["msg"]
+    if error["type"] == "extra_forbidden":
+        message = "unknown key (check the spelling against config.example.toml)"
+    return f"config: {key}: {message}"
+
+
+def mask_secrets(settings: Settings) -> dict[str, Any]:
+    """The effective config as plain data, every secret replaced by '***'."""
+    data = settings.model_dump(mode="json")
+    for section_name, section in settings:
+        for key, value in section:
+            if isinstance(value, SecretStr):
+                data[section_name][key] = "***"
+    return data

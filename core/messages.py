@@ -1,0 +1,77 @@
+"""Platform-neutral message types: the only thing channels and core share."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+
+
+class ChatType(StrEnum):
+    PRIVATE = "private"
+    GROUP = "group"
+
+
+ImageFetcher = Callable[[], Awaitable[bytes]]
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """An image attached to a message; bytes are fetched lazily, only if needed."""
+
+    fetch: ImageFetcher
+    mime: str | None = None
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class InboundMessage:
+    """One message as a channel saw it, before any policy is applied."""
+
+    platform: str
+    chat_id: str
+    chat_type: ChatType
+    sender_id: str
+    sender_name: str
+    text: str
+    images: tuple[ImageRef, ...] = ()
+    mentions_bot: bool = False
+    reply_to_bot: bool = False
+    reply_to_sender_id: str | None = None
+    message_id: str | None = None
+    thread_id: str | None = None
+    timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    @property
+    def chat_key(self) -> str:
+        """History is keyed by (platform, chat)."""
+        return f"{self.platform}:{self.chat_id}"
+
+    @property
+    def sender_key(self) -> str:
+        """Long-term memory is keyed by (platform, user)."""
+        return f"{self.platform}:{self.sender_id}"
+
+
+@dataclass(frozen=True)
+class OutboundMessage:
+    """A reply on its way back through the channel it came from."""
+
+    platform: str
+    chat_id: str
+    text: str
+    reply_to_message_id: str | None = None
+    thread_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the daemon answers to one inbound message.
+
+    `private` asks the channel to deliver it in a DM with the sender where the platform
+    allows (e.g. `/memory show` typed in a group); a channel that cannot, says so instead.
+    """
+
+    text: str
+    private: bool = False

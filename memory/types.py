@@ -1,0 +1,93 @@
+"""What storage holds and the interfaces core depends on (core never sees SQLAlchemy)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+Role = Literal["user", "assistant", "tool", "system"]
+# message: a normal turn; context: a group message that did not trigger the bot;
+# tool_call / tool_result: the tool loop; summary: a compacted stretch of history.
+TurnKind = Literal["message", "context", "tool_call", "tool_result", "summary"]
+
+
+@dataclass(frozen=True)
+class NewTurn:
+    """A turn about to be stored. Chat and sender rows are created on first sight."""
+
+    platform: str
+    chat_id: str
+    chat_type: str  # "private" | "group"
+    role: Role
+    kind: TurnKind
+    content: str
+    token_count: int
+    sender_id: str | None = None
+    sender_name: str | None = None
+    platform_message_id: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Turn:
+    id: int
+    platform: str
+    chat_id: str
+    role: Role
+    kind: TurnKind
+    content: str
+    token_count: int
+    sender_id: str | None
+    sender_name: str | None
+    platform_message_id: str | None
+    meta: dict[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class MemoryItem:
+    id: int
+    platform: str
+    user_id: str
+    content: str
+    author: str  # "platform:id" of whoever wrote it (the user, an admin, or "model")
+    created_at: datetime
+
+
+class TurnStore(Protocol):
+    async def add_turn(self, turn: NewTurn) -> Turn | None:
+        """Store a turn; None when (chat, platform_message_id) was stored before."""
+
+    async def add_turns(self, turns: list[NewTurn]) -> list[Turn]:
+        """Store several turns in one transaction (all or nothing)."""
+
+    async def recent_turns(self, platform: str, chat_id: str, limit: int) -> list[Turn]:
+        """The newest `limit` turns of one chat, oldest first."""
+
+    async def clear_history(self, platform: str, chat_id: str) -> int:
+        """Delete one chat's turns; returns how many."""
+
+    def chat_lock(self, platform: str, chat_id: str) -> AbstractAsyncContextManager[None]:
+        """Hold one chat's turn order across daemon replicas (a no-op on SQLite)."""
+
+
+class MemoryStore(Protocol):
+    async def add_memory(self, platform: str, user_id: str, content: str, author: str) -> MemoryItem | None:
+        """Add one memory; None when the same text is already stored for that user."""
+
+    async def list_memories(self, platform: str, user_id: str) -> list[MemoryItem]:
+        """Newest first."""
+
+    async def delete_memory(self, platform: str, user_id: str, memory_id: int) -> bool: ...
+
+    async def clear_memories(self, platform: str, user_id: str) -> int: ...
+
+    async def search_memories(self, platform: str, user_id: str, text: str) -> list[MemoryItem]: ...
+
+    def export_memories(self, platform: str, user_id: str) -> AsyncIterator[dict[str, Any]]: ...
+
+    async def import_memories(self, platform: str, user_id: str, rows: list[dict[str, Any]]) -> int: ...

@@ -1,0 +1,138 @@
+"""Config: defaults, TOML, env overrides, conventional variables, one-line errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.config import ConfigError, config_path, load_config, mask_secrets
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for var in list(os.environ):
+        if var.startswith("CHATTERD_") or var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TELEGRAM_BOT_TOKEN"):
+            monkeypatch.delenv(var)
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults_without_a_file(tmp_path: Path) -> None:
+    settings = load_config(tmp_path / "absent.toml")
+    assert settings.storage.url == "sqlite+aiosqlite:///data/chatterd.sqlite"
+    assert settings.http.enabled is True and settings.http.port == 8080
+    assert settings.telegram.poll_stall_s == 90 and settings.telegram.rate_limit_per_min == 20
+    assert settings.onebot.path == "/onebot/v11/ws" and settings.onebot.allow_private_media_hosts == []
+    assert settings.vision.enabled is False and settings.vision.mode == "describe"
+    assert settings.groups.store_untriggered is True and settings.tools.max_rounds == 3
+
+
+def test_toml_then_env_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path, '[llm]\nmodel = "from-toml"\ntimeout_s = 5\n[bot]\nadmins = ["telegram:1"]\n')
+    monkeypatch.setenv("CHATTERD_LLM__MODEL", "from-env")
+    settings = load_config(path)
+    assert settings.llm.model == "from-env"
+    assert settings.llm.timeout_s == 5
+    assert settings.bot.admins == ["telegram:1"]
+
+
+def test_conventional_variables_fill_in_but_do_not_beat_explicit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-conventional")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "123:abc")
+    settings = load_config(write(tmp_path, '[llm]\nbase_url = "http://explicit/v1"\n'))
+    assert settings.llm.api_key is not None and settings.llm.api_key.get_secret_value() == "sk-conventional"
+    assert settings.llm.base_url == "http://explicit/v1"
+    assert settings.telegram.token is not None and settings.telegram.token.get_secret_value() == "123:abc"
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("[llm]\ntimeout_s = -1\n", "llm.timeout_s"),
+        ("[llm]\ntimout_s = 3\n", "llm.timout_s"),
+        ("[bot]\nadmins = [\"discord:1\"]\n", "bot.admins"),
+        ("[bot]\ntimezone = \"Mars/Base\"\n", "bot.timezone"),
+        ("[vision]\nmode = \"dream\"\n", "vision.mode"),
+        ("[storage]\nurl = \"sqlite:///x.db\"\n", "storage.url"),
+        ("[nonsense]\nx = 1\n", "nonsense"),
+    ],
+)
+def test_bad_values_name_the_key(tmp_path: Path, text: str, key: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, text))
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"config: {key}")
+
+
+def test_bad_env_value_names_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHATTERD_HTTP__PORT", "eighty")
+    with pytest.raises(ConfigError, match=r"^config: http.port: "):
+        load_config(tmp_path / "absent.toml")
+
+
+def test_broken_toml_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, "[llm\nmodel="))
+    assert "\n" not in str(caught.value)
+
+
+def test_config_path_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHATTERD_CONFIG", "/etc/chatterd.toml")
+    assert config_path("given.toml") == Path("given.toml")
+    assert config_path(None) == Path("/etc/chatterd.toml")
+    monkeypatch.delenv("CHATTERD_CONFIG")
+    assert config_path(None) == Path("config.toml")
+
+
+def test_secrets_are_masked(tmp_path: Path) -> None:
+    path = write(tmp_path, '[llm]\napi_key = "sk-very-secret"\n[http]\ntoken = "tok-secret"\n')
+    data = mask_secrets(load_config(path))
+    assert data["llm"]["api_key"] == "***" and data["http"]["token"] == "***"
+    assert "sk-very-secret" not in repr(data) and "tok-secret" not in repr(data)
+
+
+def test_example_config_is_valid_and_complete(tmp_path: Path) -> None:
+    """config.example.toml documents every key: loading it gives exactly the defaults."""
+    example = Path(__file__).parent.parent / "config.example.toml"
+    loaded = load_config(example).model_dump()
+    defaults = load_config(tmp_path / "absent.toml").model_dump()
+    assert loaded == defaults
+    text = example.read_text(encoding="utf-8")
+    for section, values in defaults.items():
+        assert f"[{section}]" in text
+        for key in values:
+            assert f"{key} =" in text or f"# {key} =" in text, f"{section}.{key} undocumented"
+
+
+def test_cli_exits_2_with_one_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "[llm]\ntemperature = 9\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "--config", str(path), "config", "check"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert "llm.temperature" in result.stderr
+
+
+def test_cli_config_check_masks(tmp_path: Path) -> None:
+    path = write(tmp_path, '[llm]\napi_key = "sk-hidden-value"\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "--config", str(path), "config", "check"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "sk-hidden-value" not in result.stdout and '"api_key": "***"' in result.stdout
