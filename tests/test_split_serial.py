@@ -1,0 +1,98 @@
+"""Reply splitting and per-chat ordering primitives."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from channels.split import split_text
+from core.serial import ChatSerializer, TaskTracker
+
+
+def test_short_text_is_one_piece() -> None:
+    assert split_text("hello", 10) == ["hello"]
+
+
+def test_split_prefers_paragraphs_then_sentences() -> None:
+    text = "First paragraph here.\n\nSecond one is here. It has two sentences."
+    assert split_text(text, 30) == ["First paragraph here.", "Second one is here.", "It has two sentences."]
+
+
+def test_split_cjk_sentences_and_hard_cut() -> None:
+    text = "这是第一句。" * 10
+    pieces = split_text(text, 20)
+    assert all(len(p) <= 20 for p in pieces) and "".join(pieces) == text
+    assert all(p.endswith("。") for p in pieces)
+    run = "x" * 95
+    assert split_text(run, 40) == ["x" * 40, "x" * 40, "x" * 15]
+
+
+@pytest.mark.parametrize("limit", [9, 50, 4096])
+def test_split_never_exceeds_limit_and_keeps_words(limit: int) -> None:
+    text = " ".join(f"word{i}." for i in range(2000))
+    pieces = split_text(text, limit)
+    assert all(0 < len(p) <= limit for p in pieces)
+    assert " ".join(pieces).split() == text.split()
+
+
+async def test_turns_in_one_chat_run_in_arrival_order() -> None:
+    serial = ChatSerializer(max_in_flight=8)
+    order: list[int] = []
+    gate = asyncio.Event()
+
+    async def turn(i: int) -> None:
+        async with serial.turn("chat-a"):
+            if i == 0:
+                await gate.wait()
+            order.append(i)
+
+    tasks = [asyncio.create_task(turn(i)) for i in range(5)]
+    await asyncio.sleep(0)
+    gate.set()
+    await asyncio.gather(*tasks)
+    assert order == [0, 1, 2, 3, 4]
+    assert serial.active_chats == 0  # idle chats leave nothing behind
+
+
+async def test_other_chats_do_not_wait_and_global_bound_holds() -> None:
+    serial = ChatSerializer(max_in_flight=2)
+    running = 0
+    peak = 0
+    blocked = asyncio.Event()
+
+    async def turn(chat: str) -> None:
+        nonlocal running, peak
+        async with serial.turn(chat):
+            running += 1
+            peak = max(peak, running)
+            await asyncio.sleep(0)
+            running -= 1
+
+    async def slow() -> None:
+        async with serial.turn("slow"):
+            await blocked.wait()
+
+    slow_task = asyncio.create_task(slow())
+    await asyncio.sleep(0)
+    await asyncio.wait_for(asyncio.gather(*(turn(f"c{i}") for i in range(10))), 2)
+    assert peak <= 1  # one slot is held by the slow chat; others still progress
+    blocked.set()
+    await slow_task
+
+
+async def test_tracker_drains_then_cancels() -> None:
+    tracker = TaskTracker()
+    finished: list[str] = []
+
+    async def work(name: str, delay: float) -> None:
+        async with tracker.track():
+            await asyncio.sleep(delay)
+            finished.append(name)
+
+    quick = asyncio.create_task(work("quick", 0))
+    stuck = asyncio.create_task(work("stuck", 60))
+    await asyncio.sleep(0)
+    cancelled = await tracker.drain(0.2)
+    assert finished == ["quick"] and cancelled == 1
+    assert stuck.cancelled() and quick.done()
