@@ -1,0 +1,231 @@
+"""SQLAlchemy ORM models: the shape the Alembic migrations create, kept in one place.
+
+The migrations under memory/migrations are the source of the schema; these models
+describe the same tables so queries are typed and autogenerate can diff against them
+(tests/test_storage.py checks that models and migrations agree). The checks below say
+what fits in a row, so bad input is refused with a clear message before any write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from typing import Any, get_args
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+from memory.types import NewTurn, Role, TurnKind
+
+# Stable constraint names, so later migrations (and SQLite batch mode) can refer to them.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# Lengths are enforced in Python too (store.py) so callers get a clear ValueError.
+PLATFORM_LEN = 32
+ID_LEN = 128
+NAME_LEN = 256
+AUTHOR_LEN = 200
+KIND_LEN = 16
+MEMORY_MAX_CHARS = 500
+ROLES = frozenset(get_args(Role))
+KINDS = frozenset(get_args(TurnKind))
+CHAT_TYPES = frozenset({"private", "group"})
+
+# SQLite only aliases rowid for INTEGER PRIMARY KEY, so BIGINT must become INTEGER there.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend.
+
+    PostgreSQL keeps the zone (timestamptz); SQLite stores text without one, so values
+    are normalised to UTC on the way in and get UTC attached on the way out.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def utc(value: datetime | None) -> datetime:
+    """`value` in UTC (naive means UTC already); now when None."""
+    if value is None:
+        return datetime.now(UTC)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+# -- what fits in a row: checked before any write, so a caller gets a clear ValueError --
+
+
+def clean_text(value: str) -> str:
+    """PostgreSQL text cannot hold NUL; replace it on every backend so both agree."""
+    return value.replace("\x00", "\ufffd")
+
+
+def check_key(what: str, platform: object, ident: object) -> None:
+    if not isinstance(platform, str) or not platform or len(platform) > PLATFORM_LEN:
+        raise ValueError(f"{what}: platform must be 1..{PLATFORM_LEN} characters")
+    if not isinstance(ident, str) or not ident or len(ident) > ID_LEN:
+        raise ValueError(f"{what}: id must be 1..{ID_LEN} characters")
+
+
+def check_turn(turn: NewTurn) -> None:
+    """Reject a malformed turn before anything is written, naming what is wrong."""
+    check_key("turn chat", turn.platform, turn.chat_id)
+    if turn.sender_id is not None:
+        check_key("turn sender", turn.platform, turn.sender_id)
+    if turn.chat_type not in CHAT_TYPES:
+        raise ValueError(f"turn: chat_type must be private or group, not {turn.chat_type!r}")
+    if turn.role not in ROLES:
+        raise ValueError(f"turn: role must be one of {sorted(ROLES)}, not {turn.role!r}")
+    if turn.kind not in KINDS:
+        raise ValueError(f"turn: kind must be one of {sorted(KINDS)}, not {turn.kind!r}")
+    if not isinstance(turn.content, str):
+        raise ValueError("turn: content must be text")
+    if turn.sender_name is not None and not isinstance(turn.sender_name, str):
+        raise ValueError("turn: sender_name must be text")
+    count = turn.token_count
+    if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count < 2**31:
+        raise ValueError(f"turn: token_count must be a non-negative integer, not {count!r}")
+    pmid = turn.platform_message_id
+    if pmid is not None and (not isinstance(pmid, str) or not pmid or len(pmid) > ID_LEN):
+        raise ValueError(f"turn: platform_message_id must be 1..{ID_LEN} characters")
+    if not isinstance(turn.meta, dict):
+        raise ValueError("turn: meta must be a dict")
+    if turn.created_at is not None and not isinstance(turn.created_at, datetime):
+        raise ValueError("turn: created_at must be a datetime")
+
+
+def normalise_memory(content: str) -> str:
+    """What counts as "the same memory": case and spacing do not matter."""
+    return " ".join(content.split()).casefold()
+
+
+def memory_hash(content: str) -> str:
+    return hashlib.sha256(normalise_memory(content).encode()).hexdigest()
+
+
+def memory_text(content: object, where: str = "memory") -> str:
+    """A memory's stored text: stripped, non-empty, at most MEMORY_MAX_CHARS."""
+    if not isinstance(content, str):
+        raise ValueError(f"{where}: content must be text")
+    cleaned = clean_text(content.strip())
+    if not cleaned:
+        raise ValueError(f"{where}: content is empty")
+    if len(cleaned) > MEMORY_MAX_CHARS:
+        raise ValueError(
+            f"{where}: {len(cleaned)} characters is over the limit of {MEMORY_MAX_CHARS}"
+        )
+    return cleaned
+
+
+def memory_author(author: object, where: str = "memory") -> str:
+    if not isinstance(author, str) or not author.strip() or len(author.strip()) > AUTHOR_LEN:
+        raise ValueError(f"{where}: author must be 1..{AUTHOR_LEN} characters")
+    return clean_text(author.strip())
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class User(Base):
+    """A person on one platform; long-term memory hangs off this row."""
+
+    __tablename__ = "users"
+    __table_args__ = (UniqueConstraint("platform", "platform_user_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    platform: Mapped[str] = mapped_column(String(PLATFORM_LEN))
+    platform_user_id: Mapped[str] = mapped_column(String(ID_LEN))
+    display_name: Mapped[str | None] = mapped_column(String(NAME_LEN))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Chat(Base):
+    """A private or group conversation on one platform; history hangs off this row."""
+
+    __tablename__ = "chats"
+    __table_args__ = (UniqueConstraint("platform", "platform_chat_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    platform: Mapped[str] = mapped_column(String(PLATFORM_LEN))
+    platform_chat_id: Mapped[str] = mapped_column(String(ID_LEN))
+    chat_type: Mapped[str] = mapped_column(String(KIND_LEN))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class TurnRow(Base):
+    """One stored turn. The id orders a chat's turns; (chat, id) is the history index."""
+
+    __tablename__ = "turns"
+    __table_args__ = (
+        UniqueConstraint("chat_id", "platform_message_id"),
+        Index("ix_turns_chat_id_id", "chat_id", "id"),
+        # Never reuse an id after a delete: ids are how callers refer to turns and memories.
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    chat_id: Mapped[int] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"))
+    sender_user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    role: Mapped[str] = mapped_column(String(KIND_LEN))
+    kind: Mapped[str] = mapped_column(String(KIND_LEN))
+    content: Mapped[str] = mapped_column(Text)
+    token_count: Mapped[int] = mapped_column(Integer)
+    platform_message_id: Mapped[str | None] = mapped_column(String(ID_LEN))
+    meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class MemoryRow(Base):
+    """A long-term fact about one user; content_hash makes duplicates impossible."""
+
+    __tablename__ = "memories"
+    __table_args__ = (
+        UniqueConstraint("user_id", "content_hash"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    content: Mapped[str] = mapped_column(Text)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    author: Mapped[str] = mapped_column(String(AUTHOR_LEN))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -1,0 +1,66 @@
+"""Shared fixtures: a fresh database per test, SQLite by default or PostgreSQL on request.
+
+Set CHATTERD_TEST_DATABASE_URL=postgresql+asyncpg://postgres@127.0.0.1:5432/test to run
+the same tests on PostgreSQL; each test then gets its own schema, dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
+
+from memory.store import SqlStorage, open_storage
+
+TEST_DATABASE_ENV = "CHATTERD_TEST_DATABASE_URL"
+
+
+async def _postgres_admin(url: str, statement: str) -> None:
+    engine = create_async_engine(url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(text(statement))
+    finally:
+        await engine.dispose()
+
+
+def _run_aside(coro: Coroutine[Any, Any, None]) -> None:
+    """Run a coroutine on a private loop in another thread, clear of pytest-asyncio's."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(asyncio.run, coro).result()
+
+
+@pytest.fixture
+def database_url(tmp_path: Path) -> Iterator[str]:
+    """A storage URL for an empty database, usable by sync and async tests alike."""
+    base = os.environ.get(TEST_DATABASE_ENV)
+    if not base:
+        yield f"sqlite+aiosqlite:///{tmp_path / 'data' / 'chatterd.sqlite'}"
+        return
+    schema = f"test_{uuid.uuid4().hex[:16]}"
+    _run_aside(_postgres_admin(base, f'CREATE SCHEMA "{schema}"'))
+    try:
+        url = make_url(base).update_query_dict({"search_path": schema})
+        yield url.render_as_string(hide_password=False)
+    finally:
+        _run_aside(_postgres_admin(base, f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+
+
+@pytest.fixture
+async def storage(database_url: str) -> AsyncIterator[SqlStorage]:
+    """An opened, migrated SqlStorage on the fresh database; closed after the test."""
+    store = await open_storage(database_url)
+    try:
+        yield store
+    finally:
+        await store.close()
