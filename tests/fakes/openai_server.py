@@ -1,0 +1,442 @@
+"""FakeOpenAI: an OpenAI-compatible chat-completions server on 127.0.0.1 for tests.
+
+Why a server and not a mock: the code under test goes through the real `openai` SDK,
+real HTTP, real retries and real timeouts, so the tests catch wire-format and error
+mapping mistakes a mock of our own functions would hide.
+
+Usage::
+
+    async with FakeOpenAI(reply="hi") as fake:          # default reply for every request
+        provider = OpenAIProvider(fake.base_url, "sk-test", "fake-model", ...)
+        fake.reply("first")                              # one-shot behaviours, FIFO
+        fake.fail(500, times=2)                          # two 500s (the SDK retries them)
+        fake.fail(429, retry_after_ms=5)                 # rate limit with a short retry hint
+        fake.reply_tool_calls([{"name": "search", "arguments": {"q": "x"}}])
+        fake.delay(2.0)                                  # next answer after 2 s
+        fake.hang()                                      # next request never answers
+        fake.drop()                                      # next request: connection closed
+        ...
+        fake.requests[0]["messages"]                     # recorded JSON bodies
+        fake.requests[0].headers["authorization"]        # ... and their headers
+        await fake.wait_for_requests(3)                  # event-based, no sleeps
+
+The default reply is a string or a callable `(request_json) -> str | FakeReply` (sync
+or async); `echo_last_user` is a ready-made one. `latency_s` delays every answer (load
+tests: 1,000 chats in flight against a 1 s model). `pause()`/`resume()` hold every
+request at the door, and `in_flight` counts requests being served, for concurrency tests.
+`record=False` keeps only `total_requests` (long benchmarks). No streaming: a request
+with `stream: true` gets a 400, so a caller that starts streaming finds out at once.
+
+Also runnable as a stand-in model server process:
+`python -m tests.fakes.openai_server --host 127.0.0.1 --port 8000 [--reply TEXT]`
+(unknown llama.cpp-style options are ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import itertools
+import json
+import signal
+import time
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+DEFAULT_MODEL = "fake-model"
+DEFAULT_REPLY = "This is a reply from the fake model."
+
+_ERROR_TYPES = {
+    400: ("invalid_request_error", None),
+    401: ("authentication_error", "invalid_api_key"),
+    403: ("permission_error", None),
+    404: ("invalid_request_error", "model_not_found"),
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+}
+
+
+@dataclass(frozen=True)
+class FakeReply:
+    """One scripted answer. Token counts default to a word-count approximation."""
+
+    text: str | None = DEFAULT_REPLY
+    tool_calls: list[dict[str, Any]] | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """A request as the server saw it; `req["messages"]` reads the JSON body."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    json: dict[str, Any] | None
+    at: float = field(default_factory=time.monotonic)
+
+    def __getitem__(self, key: str) -> Any:
+        return (self.json or {})[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return (self.json or {}).get(key, default)
+
+
+ReplyFn = Callable[[dict[str, Any]], "str | FakeReply | Awaitable[str | FakeReply]"]
+
+
+@dataclass(frozen=True)
+class _Answer:
+    reply: FakeReply | None  # None: use the default strategy
+    delay_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Fail:
+    status: int
+    message: str
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class _Cut:
+    hang: bool  # True: answer nothing until the server closes; then (or at once) drop
+
+
+_Behaviour = _Answer | _Fail | _Cut
+
+
+def echo_last_user(request_json: dict[str, Any]) -> str:
+    """A default strategy: answer with the text of the last user message."""
+    for message in reversed(request_json.get("messages", [])):
+        if message.get("role") == "user":
+            return "echo: " + _content_text(message.get("content"))
+    return "echo: (nothing)"
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # multimodal parts
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def _approx_tokens(text: str) -> int:
+    return len(text.split())
+
+
+class FakeOpenAI:
+    """An aiohttp server speaking OpenAI's chat.completions wire format; see module doc."""
+
+    def __init__(
+        self,
+        reply: str | FakeReply | ReplyFn = DEFAULT_REPLY,
+        *,
+        model: str = DEFAULT_MODEL,
+        latency_s: float = 0.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        record: bool = True,
+    ) -> None:
+        self._default = reply
+        self.model = model
+        self.latency_s = latency_s
+        self._host = host
+        self._port = port
+        self.record = record  # False: count only (long benchmarks)
+        self.requests: list[RecordedRequest] = []
+        self.total_requests = 0
+        self.in_flight = 0
+        self._script: deque[_Behaviour] = deque()
+        self._ids = itertools.count(1)
+        self._runner: web.AppRunner | None = None
+        self._closing = asyncio.Event()
+        self._open_gate = asyncio.Event()
+        self._open_gate.set()
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self.port = 0
+
+    # -- lifecycle -------------------------------------------------------------------
+    async def __aenter__(self) -> FakeOpenAI:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port, backlog=4096)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+
+    async def close(self) -> None:
+        """Stop serving; hung or paused requests are released and their connections dropped."""
+        self._closing.set()
+        self._open_gate.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self._host}:{self.port}/v1"
+
+    # -- scripting ---------------------------------------------------------------------
+    def set_default(self, reply: str | FakeReply | ReplyFn) -> None:
+        """Change the answer given when no one-shot behaviour is queued."""
+        self._default = reply
+
+    def reply(
+        self, text: str, *, finish_reason: str = "stop", usage: tuple[int, int] | None = None
+    ) -> None:
+        """Queue one answer with this text (usage = (prompt_tokens, completion_tokens))."""
+        p, c = usage if usage else (None, None)
+        self._script.append(_Answer(FakeReply(text, None, finish_reason, p, c)))
+
+    def reply_tool_calls(self, calls: list[dict[str, Any]], text: str | None = None) -> None:
+        """Queue one answer asking for tool calls.
+
+        Each call is `{"name": ..., "arguments": dict | str}` (an id is made up) or a full
+        OpenAI tool-call dict `{"id", "type": "function", "function": {...}}`.
+        """
+        self._script.append(_Answer(FakeReply(text, [_tool_call(c) for c in calls], "tool_calls")))
+
+    def fail(
+        self,
+        status: int,
+        message: str = "fake failure",
+        *,
+        times: int = 1,
+        retry_after: float | None = None,
+        retry_after_ms: int | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        """Queue `times` error answers in OpenAI's error JSON shape.
+
+        `retry_after`/`retry_after_ms` set the headers the SDK honours between retries;
+        keep them small in tests (the SDK's own backoff starts at 0.5 s).
+        """
+        hdrs = dict(headers or {})
+        if retry_after is not None:
+            hdrs["retry-after"] = str(retry_after)
+        if retry_after_ms is not None:
+            hdrs["retry-after-ms"] = str(retry_after_ms)
+        for _ in range(times):
+            self._script.append(_Fail(status, message, hdrs))
+
+    def delay(self, seconds: float, reply: str | FakeReply | None = None) -> None:
+        """Queue one answer given after `seconds` (the default reply unless one is given)."""
+        fr = FakeReply(reply) if isinstance(reply, str) else reply
+        self._script.append(_Answer(fr, seconds))
+
+    def hang(self, times: int = 1) -> None:
+        """Queue requests that never answer (until the server closes): client timeouts."""
+        self._script.extend(_Cut(hang=True) for _ in range(times))
+
+    def drop(self, times: int = 1) -> None:
+        """Queue requests whose connection is closed without any response."""
+        self._script.extend(_Cut(hang=False) for _ in range(times))
+
+    def pause(self) -> None:
+        """Hold every request (after recording it) until `resume()`."""
+        self._open_gate.clear()
+
+    def resume(self) -> None:
+        self._open_gate.set()
+
+    @property
+    def pending_script(self) -> int:
+        """How many one-shot behaviours are still queued."""
+        return len(self._script)
+
+    async def wait_for_requests(self, count: int, timeout_s: float = 5.0) -> None:
+        """Wait until at least `count` chat requests arrived (ever); TimeoutError otherwise."""
+        if self.total_requests >= count:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((count, fut))
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+        finally:
+            self._waiters = [(n, f) for n, f in self._waiters if f is not fut]
+
+    # -- handlers ----------------------------------------------------------------------
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [{"id": self.model, "object": "model", "created": 0, "owned_by": "fake"}],
+            }
+        )
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        self._record(RecordedRequest(request.method, request.path, headers, body))
+        self.in_flight += 1
+        try:
+            return await self._serve(request, body)
+        finally:
+            self.in_flight -= 1
+
+    async def _serve(self, request: web.Request, body: Any) -> web.StreamResponse:
+        if not isinstance(body, dict):
+            return _error(400, "We could not parse the JSON body of your request.")
+        if not isinstance(body.get("messages"), list) or not body.get("model"):
+            return _error(400, "'model' and 'messages' are required properties.")
+        await self._open_gate.wait()
+        if self.latency_s:
+            await self._sleep(self.latency_s)
+        behaviour = self._script.popleft() if self._script else _Answer(None)
+        if isinstance(behaviour, _Fail):
+            return _error(behaviour.status, behaviour.message, behaviour.headers)
+        if isinstance(behaviour, _Cut):
+            if behaviour.hang:
+                await self._closing.wait()
+            if request.transport is not None:
+                request.transport.close()
+            return web.Response()  # never written: the transport is gone
+        if behaviour.delay_s:
+            await self._sleep(behaviour.delay_s)
+        if body.get("stream"):
+            return _error(400, "this fake server does not stream; call without stream=true")
+        reply = behaviour.reply or await self._default_reply(body)
+        return web.json_response(self._completion(body, reply))
+
+    async def _sleep(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self._closing.wait(), seconds)
+        except TimeoutError:
+            pass
+
+    def _record(self, rec: RecordedRequest) -> None:
+        if self.record:
+            self.requests.append(rec)
+        self.total_requests += 1
+        for count, fut in self._waiters:
+            if self.total_requests >= count and not fut.done():
+                fut.set_result(None)
+
+    async def _default_reply(self, body: dict[str, Any]) -> FakeReply:
+        strategy = self._default
+        if callable(strategy):
+            result = strategy(body)
+            if inspect.isawaitable(result):
+                result = await result
+        else:
+            result = strategy
+        return FakeReply(result) if isinstance(result, str) else result
+
+    def _completion(self, body: dict[str, Any], reply: FakeReply) -> dict[str, Any]:
+        prompt, completion = _usage(body, reply)
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
+        if reply.tool_calls:
+            message["tool_calls"] = reply.tool_calls
+        return {
+            "id": f"chatcmpl-fake{next(self._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", self.model),
+            "system_fingerprint": "fp_fake",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": _finish(reply),
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            },
+        }
+
+
+def _finish(reply: FakeReply) -> str:
+    return reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+
+
+def _usage(body: dict[str, Any], reply: FakeReply) -> tuple[int, int]:
+    prompt = reply.prompt_tokens
+    if prompt is None:
+        prompt = sum(
+            4 + _approx_tokens(_content_text(m.get("content")))
+            for m in body.get("messages", [])
+            if isinstance(m, dict)
+        )
+    completion = reply.completion_tokens
+    if completion is None:
+        completion = _approx_tokens(reply.text or "") + sum(
+            _approx_tokens(tc["function"]["arguments"]) for tc in reply.tool_calls or []
+        )
+    return prompt, completion
+
+
+def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
+    if "function" in call:
+        return {"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function", **call}
+    args = call.get("arguments", {})
+    return {
+        "id": call.get("id", f"call_{uuid.uuid4().hex[:12]}"),
+        "type": "function",
+        "function": {
+            "name": call["name"],
+            "arguments": args if isinstance(args, str) else json.dumps(args),
+        },
+    }
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    etype, code = _ERROR_TYPES.get(status, ("server_error" if status >= 500 else "api_error", None))
+    payload = {"error": {"message": message, "type": etype, "param": None, "code": code}}
+    return web.json_response(payload, status=status, headers=headers)
+
+
+# -- stand-in server process --------------------------------------------------------------
+async def _serve_forever(args: argparse.Namespace) -> None:
+    if args.startup_delay:
+        await asyncio.sleep(args.startup_delay)  # a model that takes long to load
+    model = args.model_alias or DEFAULT_MODEL
+    async with FakeOpenAI(args.reply, model=model, host=args.host, port=args.port):
+        print(f"fake model server listening on {args.host}:{args.port}", flush=True)
+        await asyncio.Event().wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Run FakeOpenAI as a process.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--reply", default=DEFAULT_REPLY)
+    parser.add_argument("--model_alias", default=None)
+    parser.add_argument("--startup-delay", type=float, default=0.0)
+    parser.add_argument("--ignore-sigterm", action="store_true")
+    args, _unknown = parser.parse_known_args(argv)
+    if args.ignore_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        asyncio.run(_serve_forever(args))
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
