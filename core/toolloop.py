@@ -1,0 +1,362 @@
+"""The tool loop: ask the model, run the tools it asks for, feed results back, repeat.
+
+Only the model's own reply is scanned for markers, so a marker typed by a user or
+found on a web page is never executed. Handlers run concurrently, each under a
+timeout; a failing handler becomes an error observation. After `max_rounds` tool
+rounds the model is told to answer without tools, and whatever it then writes is the
+answer (markers stripped; nothing left means an honest "I couldn't find that").
+
+The loop returns every turn it produced so the processor can store them, with token
+counts, as `tool_call` / `tool_result` turns that later context builds see as chunks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from core.llm import ChatResult, LLMProvider
+from core.memory_tools import forget_tool, remember_tool
+from core.search import SearchBackend, search_tool
+from core.tools import (
+    MAX_MARKER_ARG_CHARS,
+    Observation,
+    ToolCall,
+    ToolContext,
+    ToolRegistry,
+    escape_attr,
+    escape_text,
+)
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["markers", "native"]
+
+GIVE_UP_REPLY = (
+    "Sorry, I couldn't find that. I tried to look it up but did not get a usable answer."
+)
+LAST_ROUND_NOTE = (
+    "That was the last tool round. Answer the user now with what you have, without "
+    "writing any tool markers or calling tools; if you could not find the answer, say so."
+)
+NEXT_ROUND_NOTE = (
+    "Use these results to answer the user's message, or write another marker if you "
+    "really need more."
+)
+
+
+@dataclass(frozen=True)
+class LoopTurn:
+    """One turn the loop produced, for storage and for the next model call."""
+
+    role: Literal["assistant", "user", "tool"]
+    kind: Literal["tool_call", "tool_result"]
+    content: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_message(self) -> dict[str, Any]:
+        """The turn in OpenAI chat format (native tool calls and `tool` results included)."""
+        if self.role == "assistant" and self.meta.get("tool_calls"):
+            return {
+                "role": "assistant",
+                "content": self.content or None,
+                "tool_calls": self.meta["tool_calls"],
+            }
+        if self.role == "tool":
+            return {
+                "role": "tool",
+                "tool_call_id": self.meta["tool_call_id"],
+                "content": self.content,
+            }
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+
+    def add(self, result: ChatResult) -> Usage:
+        return Usage(
+            self.prompt_tokens + (result.prompt_tokens or 0),
+            self.completion_tokens + (result.completion_tokens or 0),
+            self.calls + 1,
+        )
+
+
+@dataclass(frozen=True)
+class LoopResult:
+    reply: str  # what the user sees: markers stripped, never empty
+    turns: list[LoopTurn]  # the tool turns, in order (the final reply is not among them)
+    usage: Usage
+    rounds: int  # tool rounds that ran
+    model: str = ""
+    finish_reason: str | None = None
+    gave_up: bool = False  # the reply is the fallback, not the model's words
+
+    def storage_turns(self) -> list[tuple[str, str, str, dict[str, Any]]]:
+        """(role, kind, content, meta) for every turn to store, the final reply last."""
+        rows: list[tuple[str, str, str, dict[str, Any]]] = [
+            (t.role, t.kind, t.content, dict(t.meta)) for t in self.turns
+        ]
+        rows.append(("assistant", "message", self.reply, {}))
+        return rows
+
+
+@dataclass
+class _Pending:
+    call: ToolCall
+    error: str | None = None  # set when the call is refused before it runs
+
+
+class ToolLoop:
+    """Runs one turn's model calls and tool rounds; LLMError propagates to the caller."""
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        llm: LLMProvider,
+        *,
+        max_rounds: int = 3,
+        handler_timeout_s: float = 15.0,
+        mode: Mode = "markers",
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        max_calls_per_round: int = 4,
+        give_up_reply: str = GIVE_UP_REPLY,
+    ) -> None:
+        if max_rounds < 0 or handler_timeout_s <= 0 or max_calls_per_round < 1:
+            raise ValueError("max_rounds >= 0, handler_timeout_s > 0, max_calls_per_round >= 1")
+        if mode not in ("markers", "native"):
+            raise ValueError(f"unknown tool mode {mode!r}")
+        self._registry = registry
+        self._llm = llm
+        self._max_rounds = max_rounds
+        self._timeout_s = handler_timeout_s
+        self._mode: Mode = mode
+        self._max_tokens = max_tokens
+        self._temperature = temperature
+        self._max_calls = max_calls_per_round
+        self._give_up = give_up_reply
+
+    def guide(self) -> str:
+        """The tool guide for the system prompt, matching this loop's mode."""
+        return self._registry.guide(native=self._mode == "native")
+
+    async def run(self, messages: list[dict[str, Any]], ctx: ToolContext) -> LoopResult:
+        convo = list(messages)
+        produced: list[LoopTurn] = []
+        seen: dict[tuple[str, str], Observation] = {}
+        usage = Usage()
+        rounds = 0
+        native = self._mode == "native" and bool(self._registry)
+        while True:
+            # Native: keep offering the tools on the final call so the request stays valid
+            # for servers that insist on it; the note and the loop bound do the stopping.
+            tools = self._registry.openai_tools() if native else None
+            result = await self._llm.chat(
+                convo, max_tokens=self._max_tokens, temperature=self._temperature, tools=tools
+            )
+            usage = usage.add(result)
+            pending = self._requests(result) if rounds < self._max_rounds else []
+            if not pending:
+                return self._finish(result, produced, usage, rounds)
+            rounds += 1
+            observations = await self._execute(pending, ctx, seen)
+            last = rounds >= self._max_rounds
+            turns = self._round_turns(result, pending, observations, last=last)
+            produced.extend(turns)
+            convo.extend(turn.to_message() for turn in turns)
+
+    def _finish(
+        self, result: ChatResult, produced: list[LoopTurn], usage: Usage, rounds: int
+    ) -> LoopResult:
+        reply = self._registry.strip_markers(result.text or "")
+        gave_up = not reply
+        if gave_up:
+            log.info("model gave no usable answer after %d tool round(s)", rounds)
+        return LoopResult(
+            reply=reply or self._give_up,
+            turns=produced,
+            usage=usage,
+            rounds=rounds,
+            model=result.model,
+            finish_reason=result.finish_reason,
+            gave_up=gave_up,
+        )
+
+    # -- finding requests -------------------------------------------------------------
+
+    def _requests(self, result: ChatResult) -> list[_Pending]:
+        if self._mode == "native":
+            return self._native_requests(result)
+        calls = self._registry.find_calls(result.text or "")
+        pending = [_Pending(c) for c in calls[: self._max_calls]]
+        if len(calls) > self._max_calls:
+            log.info("model asked for %d tools in one round; ran %d", len(calls), self._max_calls)
+        return pending
+
+    def _native_requests(self, result: ChatResult) -> list[_Pending]:
+        pending: list[_Pending] = []
+        for index, raw in enumerate(result.tool_calls or []):
+            call_id, name, arguments = _call_parts(raw)
+            call_id = call_id or f"call_{index}"
+            call = ToolCall(tool=name, arg="", call_id=call_id, raw=arguments)
+            tool = self._registry.get(name)
+            if tool is None:
+                pending.append(_Pending(call, f"There is no tool named {name!r}."))
+                continue
+            if index >= self._max_calls:
+                pending.append(_Pending(call, "Not run: too many tool calls in one round."))
+                continue
+            arg, error = _native_arg(arguments, tool.arg_attr)
+            pending.append(_Pending(ToolCall(name, arg, raw=arguments, call_id=call_id), error))
+        return pending
+
+    # -- running ----------------------------------------------------------------------
+
+    async def _execute(
+        self,
+        pending: list[_Pending],
+        ctx: ToolContext,
+        seen: dict[tuple[str, str], Observation],
+    ) -> list[tuple[Observation, bool]]:
+        """One observation per request (and whether it was reused), same order."""
+        tasks: dict[tuple[str, str], asyncio.Task[Observation]] = {}
+        keys: list[tuple[str, str] | None] = []
+        for item in pending:
+            if item.error is not None:
+                keys.append(None)
+                continue
+            key = (item.call.tool, item.call.arg.casefold())
+            keys.append(key)
+            if key not in seen and key not in tasks:
+                tasks[key] = asyncio.create_task(self._run_one(item.call, ctx))
+        if tasks:
+            await asyncio.gather(*tasks.values())
+        out: list[tuple[Observation, bool]] = []
+        claimed: set[tuple[str, str]] = set()
+        for item, slot in zip(pending, keys, strict=True):
+            if slot is None:
+                out.append((Observation(item.error or "Not run.", ok=False), False))
+            elif slot in seen:
+                out.append((seen[slot], True))
+            else:
+                out.append((tasks[slot].result(), slot in claimed))
+                claimed.add(slot)
+        for done, task in tasks.items():
+            seen[done] = task.result()
+        return out
+
+    async def _run_one(self, call: ToolCall, ctx: ToolContext) -> Observation:
+        tool = self._registry.get(call.tool)
+        if tool is None:
+            return Observation(f"There is no tool named {call.tool!r}.", ok=False)
+        try:
+            return await asyncio.wait_for(tool.handler(call.arg, ctx), self._timeout_s)
+        except TimeoutError:
+            log.warning("tool %s timed out after %gs", call.tool, self._timeout_s)
+            return Observation(
+                f"The {call.tool} tool did not answer within {self._timeout_s:g} s.", ok=False
+            )
+        except Exception:
+            log.exception("tool %s failed", call.tool)
+            return Observation(f"The {call.tool} tool failed with an internal error.", ok=False)
+
+    # -- turns ------------------------------------------------------------------------
+
+    def _round_turns(
+        self,
+        result: ChatResult,
+        pending: list[_Pending],
+        observations: list[tuple[Observation, bool]],
+        *,
+        last: bool,
+    ) -> list[LoopTurn]:
+        note = LAST_ROUND_NOTE if last else NEXT_ROUND_NOTE
+        frames = [
+            self._registry.frame(item.call, obs) if item.error is None else _refused(item, obs)
+            for item, (obs, _) in zip(pending, observations, strict=True)
+        ]
+        summary = [
+            {"tool": item.call.tool, "arg": item.call.arg, "ok": obs.ok, "reused": reused}
+            for item, (obs, reused) in zip(pending, observations, strict=True)
+        ]
+        if self._mode == "native":
+            tool_calls = [
+                {
+                    "id": item.call.call_id,
+                    "type": "function",
+                    "function": {"name": item.call.tool, "arguments": item.call.raw or "{}"},
+                }
+                for item in pending
+            ]
+            turns = [
+                LoopTurn("assistant", "tool_call", result.text or "", {"tool_calls": tool_calls})
+            ]
+            for index, (item, frame) in enumerate(zip(pending, frames, strict=True)):
+                content = frame if index < len(frames) - 1 else f"{frame}\n\n{note}"
+                meta = {"tool_call_id": item.call.call_id, "name": item.call.tool, **summary[index]}
+                turns.append(LoopTurn("tool", "tool_result", content, meta))
+            return turns
+        body = "\n\n".join([*frames, note])
+        return [
+            LoopTurn("assistant", "tool_call", result.text or "", {"calls": summary}),
+            LoopTurn("user", "tool_result", body, {"results": summary}),
+        ]
+
+
+def default_registry(
+    search: SearchBackend | None, *, search_enabled: bool = True, memory_enabled: bool = True
+) -> ToolRegistry:
+    """Search (when a backend is given and enabled), Remember and Forget."""
+    tools = []
+    if search is not None:
+        tools.append(search_tool(search, enabled=search_enabled))
+    tools.append(remember_tool(enabled=memory_enabled))
+    tools.append(forget_tool(enabled=memory_enabled))
+    return ToolRegistry(tools)
+
+
+def _refused(item: _Pending, observation: Observation) -> str:
+    return (
+        f'<tool_error tool="{escape_attr(item.call.tool)}">'
+        f"{escape_text(observation.text)}</tool_error>"
+    )
+
+
+def _call_parts(raw: dict[str, Any]) -> tuple[str | None, str, str]:
+    """(id, name, arguments) from an OpenAI-shaped tool call, tolerating missing parts."""
+    function = raw.get("function") if isinstance(raw, dict) else None
+    if not isinstance(function, dict):
+        return None, "", ""
+    return raw.get("id"), str(function.get("name") or ""), _as_json_text(function.get("arguments"))
+
+
+def _as_json_text(arguments: Any) -> str:
+    if isinstance(arguments, str):
+        return arguments
+    if arguments is None:
+        return ""
+    try:
+        return json.dumps(arguments)
+    except (TypeError, ValueError):
+        return ""
+
+
+def _native_arg(arguments: str, attr: str) -> tuple[str, str | None]:
+    """The tool argument from a native call's JSON, or a reason it cannot be used."""
+    if len(arguments) > MAX_MARKER_ARG_CHARS + 100:
+        return "", "Not run: the arguments are too long."
+    try:
+        data = json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        return "", "Not run: the arguments are not valid JSON."
+    value = data.get(attr) if isinstance(data, dict) else None
+    if not isinstance(value, str) or not value.strip():
+        return "", f"Not run: a non-empty string argument {attr!r} is required."
+    return " ".join(value.split()), None
