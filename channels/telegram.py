@@ -1,0 +1,351 @@
+"""The Telegram channel: python-telegram-bot's Application, polling or webhook.
+
+Every message goes to the daemon's handler (it applies the trigger policy and keeps
+untriggered group messages as context); a reply comes back as plain text, split to
+Telegram's limit, threaded to the triggering message in groups. Polling is watched by a
+supervisor (see telegram_polling.py) so a silent stall or a 409 Conflict is reported
+and recovered, and health() says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+from telegram import BotCommand, Message, Update
+from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, TelegramError
+from telegram.ext import ContextTypes
+from telegram.request import HTTPXRequest
+
+from bot.config import TelegramConfig
+from channels.base import ChannelHealth, MessageHandler
+from channels.ratelimit import RateLimiter
+from channels.telegram_app import (
+    App,
+    TelegramTimings,
+    build_application,
+    start_receiving,
+    stop_updater,
+)
+from channels.telegram_files import TelegramFiles
+from channels.telegram_inbound import (
+    PLATFORM,
+    BotIdentity,
+    Skip,
+    normalise,
+    telegram_message_id,
+)
+from channels.telegram_outbound import TelegramSender
+from channels.telegram_polling import PollMonitor, PollSupervisor
+from core.messages import ChatType, InboundMessage, OutboundMessage, Reply
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DEFAULT_COMMANDS", "TelegramChannel", "TelegramStartError", "TelegramTimings"]
+
+DEFAULT_COMMANDS: tuple[tuple[str, str], ...] = (
+    ("help", "What I can do"),
+    ("memory", "What I remember about you"),
+    ("reset", "Clear our private chat's history"),
+    ("context", "What my last answer was built from"),
+)
+RATE_NOTICE = "You're sending messages faster than I can answer. Please wait a minute."
+UNSUPPORTED_NOTICE = "I can read text and photos; I can't open this kind of message yet."
+
+
+class TelegramStartError(RuntimeError):
+    """The channel cannot start (bad token, bad webhook settings); str() says why."""
+
+
+def _default_addressed(message: InboundMessage) -> bool:
+    return (
+        message.chat_type is ChatType.PRIVATE
+        or message.mentions_bot
+        or message.reply_to_bot
+        or message.text.lstrip().startswith("/")
+    )
+
+
+class TelegramChannel:
+    """Channel Protocol implementation for Telegram (see channels/base.py)."""
+
+    name = PLATFORM
+
+    def __init__(
+        self,
+        config: TelegramConfig,
+        *,
+        image_max_bytes: int = 10 * 1024 * 1024,
+        commands: Sequence[tuple[str, str]] = DEFAULT_COMMANDS,
+        is_addressed: Callable[[InboundMessage], bool] = _default_addressed,
+        timings: TelegramTimings | None = None,
+    ) -> None:
+        """`is_addressed` says which messages cost a model call: those are rate limited
+        and show "typing" at once (pass the daemon's trigger policy to count wake words).
+        """
+        if config.token is None or not config.token.get_secret_value().strip():
+            raise TelegramStartError(
+                "telegram: [telegram] token is not set (get one from @BotFather)"
+            )
+        if config.mode == "webhook" and not config.webhook_url:
+            raise TelegramStartError('telegram: mode = "webhook" needs webhook_url')
+        # Opt in to PTB's future timedelta API; without it PTB warns on every 429 it parses.
+        os.environ.setdefault("PTB_TIMEDELTA", "true")
+        self._config = config
+        self._token = config.token.get_secret_value().strip()
+        self._image_max_bytes = image_max_bytes
+        self._commands = tuple(commands)
+        self._is_addressed = is_addressed
+        self._t = timings or TelegramTimings()
+        self._limiter = RateLimiter(config.rate_limit_per_min, window_s=60.0)
+        self._monitor = PollMonitor(redact=self._redact)
+        self._webhook = config.mode == "webhook"
+        self._app: App | None = None
+        self._handler: MessageHandler | None = None
+        self._supervisor: PollSupervisor | None = None
+        self._supervisor_task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._me: BotIdentity | None = None
+        self._sender: TelegramSender | None = None
+        self._files: TelegramFiles | None = None
+        self._commands_set = False
+        self._running = False
+        self._requests: tuple[HTTPXRequest, ...] = ()
+
+    # -- Channel protocol ------------------------------------------------------------
+
+    async def start(self, handler: MessageHandler) -> None:
+        if self._app is not None:
+            raise RuntimeError("telegram channel already started")
+        self._handler = handler
+        self._app, self._requests = build_application(
+            self._config, self._token, self._t, self._monitor, self._on_update
+        )
+        self._sender = TelegramSender(
+            self._app.bot,
+            attempts=self._t.send_attempts,
+            max_retry_after_s=self._t.max_retry_after_s,
+            backoff_s=self._t.send_backoff_s,
+        )
+        self._files = TelegramFiles(
+            self._app.bot, max_bytes=self._image_max_bytes, timeout_s=self._t.image_timeout_s
+        )
+        self._running = True
+        try:
+            await self._bring_up()
+            up = True
+        except InvalidToken:
+            await self._teardown()
+            raise TelegramStartError(
+                "telegram: the Bot API rejected the token (check [telegram] token)"
+            ) from None
+        except (OSError, TelegramError) as exc:
+            if isinstance(exc, NetworkError) and not isinstance(exc, BadRequest):
+                log.warning(
+                    "telegram: Bot API unreachable at start (%s); retrying in the background",
+                    self._redact(str(exc)),
+                )
+                up = False
+            else:
+                await self._teardown()
+                raise TelegramStartError(
+                    f"telegram: cannot start: {self._redact(str(exc))}"
+                ) from None
+        self._supervisor = PollSupervisor(
+            monitor=self._monitor,
+            start=self._bring_up,
+            stop=self._stop_updater,
+            stall_s=self._config.poll_stall_s,
+            check_s=min(self._t.watchdog_check_s, self._config.poll_stall_s / 4),
+            backoff_s=self._t.restart_backoff_s,
+            backoff_max_s=self._t.restart_backoff_max_s,
+            watch_stall=not self._webhook,
+        )
+        self._supervisor_task = asyncio.create_task(self._supervisor.run(up=up))
+
+    async def stop(self) -> None:
+        if self._app is None:
+            return
+        self._running = False
+        if self._supervisor_task is not None:
+            self._supervisor_task.cancel()
+            await asyncio.wait({self._supervisor_task})
+        await self._stop_updater()
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=self._t.stop_grace_s)
+            for task in pending:
+                task.cancel()
+            if pending:
+                log.warning(
+                    "telegram: %d replies still running at stop were cancelled", len(pending)
+                )
+                await asyncio.wait(pending)
+        await self._teardown()
+
+    async def send(self, message: OutboundMessage) -> None:
+        """Deliver a message the daemon originates; failures are logged, not raised."""
+        if message.platform != PLATFORM:
+            raise ValueError(f"telegram channel cannot send a {message.platform!r} message")
+        reply_to = (
+            telegram_message_id(message.reply_to_message_id)
+            if message.reply_to_message_id
+            else None
+        )
+        thread = int(message.thread_id) if message.thread_id else None
+        await self._send_logged(int(message.chat_id), message.text, reply_to, thread)
+
+    def health(self) -> ChannelHealth:
+        if not self._running or self._supervisor is None:
+            return ChannelHealth("stopped", self._monitor.last_ok)
+        reconnecting = self._supervisor.reconnecting or (
+            not self._webhook and self._monitor.failing
+        )
+        return ChannelHealth("reconnecting" if reconnecting else "running", self._monitor.last_ok)
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def _bring_up(self) -> None:
+        """Idempotent: initialize (getMe), register commands, start app and updater."""
+        app = self._app
+        assert app is not None and app.updater is not None
+        await app.initialize()
+        self._me = BotIdentity(app.bot.id, app.bot.username)
+        if self._commands and not self._commands_set:
+            try:
+                await app.bot.set_my_commands([BotCommand(n, d) for n, d in self._commands])
+                self._commands_set = True
+            except TelegramError as exc:
+                log.warning("telegram: setMyCommands failed (%s)", self._redact(str(exc)))
+        if not app.running:
+            await app.start()
+        if app.updater.running:
+            return
+        await start_receiving(app, self._config, self._t)
+        self._monitor.mark_started()
+        if self._webhook:
+            self._monitor.record_ok()
+        mode = "receiving webhooks" if self._webhook else "polling"
+        log.info("telegram: @%s is %s", self._me.username, mode)
+
+    async def _stop_updater(self) -> None:
+        await stop_updater(self._app, self._t.stop_updater_s, self._redact)
+
+    async def _teardown(self) -> None:
+        app, self._app = self._app, None
+        self._running = False
+        if app is None:
+            return
+        try:
+            if app.running:
+                await app.stop()
+            await app.shutdown()
+        except (TelegramError, RuntimeError) as exc:
+            log.warning("telegram: shutdown incomplete (%s)", self._redact(str(exc)))
+        for request in self._requests:  # PTB skips these if initialize() never completed
+            await request.shutdown()
+
+    # -- inbound ---------------------------------------------------------------------
+
+    async def _on_update(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """PTB calls this for every Update; work is spawned so polling never waits on it."""
+        if not isinstance(update, Update) or self._me is None or self._files is None:
+            return
+        if self._webhook:
+            self._monitor.record_ok()
+        result = normalise(
+            update,
+            self._me,
+            answer_edited=self._config.answer_edited,
+            image_ref=self._files.image_ref,
+        )
+        source = update.effective_message
+        if isinstance(result, Skip):
+            log.debug("telegram: update %s skipped: %s", update.update_id, result.reason)
+            if result.unsupported_private and source is not None:
+                self._spawn(self._send_logged(source.chat_id, UNSUPPORTED_NOTICE, None, None))
+            return
+        assert source is not None
+        self._spawn(self._handle(result, source))
+
+    async def _handle(self, message: InboundMessage, source: Message) -> None:
+        assert self._handler is not None and self._sender is not None
+        group = message.chat_type is ChatType.GROUP
+        reply_to = source.message_id if group else None
+        thread = int(message.thread_id) if message.thread_id else None
+        addressed = self._is_addressed(message)
+        if addressed:
+            decision = self._limiter.check(message.sender_key)
+            if not decision.allowed:
+                log.info(
+                    "telegram: user %s over the rate limit in chat %s; not answered",
+                    message.sender_id,
+                    message.chat_id,
+                )
+                if decision.notify:
+                    await self._send_logged(source.chat_id, RATE_NOTICE, reply_to, thread)
+                return
+        delay = 0.0 if addressed else self._t.typing_delay_s
+        async with self._sender.typing(
+            source.chat_id, thread, delay_s=delay, interval_s=self._t.typing_interval_s
+        ):
+            try:
+                reply = await self._handler(message)
+            except Exception:
+                log.exception("telegram: handler failed for chat %s", message.chat_id)
+                return
+        if reply is not None and reply.text.strip():
+            await self._deliver(reply, message, source.chat_id, reply_to, thread)
+
+    async def _deliver(
+        self,
+        reply: Reply,
+        message: InboundMessage,
+        chat_id: int,
+        reply_to: int | None,
+        thread: int | None,
+    ) -> None:
+        assert self._sender is not None and self._me is not None
+        if reply.private and message.chat_type is ChatType.GROUP:
+            try:
+                await self._sender.send_text(int(message.sender_id), reply.text)
+                return
+            except (Forbidden, BadRequest) as exc:
+                log.info(
+                    "telegram: cannot DM user %s (%s); asking them to start a chat",
+                    message.sender_id,
+                    exc,
+                )
+            except TelegramError as exc:
+                log.error(
+                    "telegram: DM to user %s failed: %s", message.sender_id, self._redact(str(exc))
+                )
+                return
+            notice = (
+                f"{message.sender_name}, I can't message you privately yet: open a chat with "
+                f"@{self._me.username}, press Start, then ask again."
+            )
+            await self._send_logged(chat_id, notice, reply_to, thread)
+            return
+        await self._send_logged(chat_id, reply.text, reply_to, thread)
+
+    async def _send_logged(
+        self, chat_id: int, text: str, reply_to: int | None, thread: int | None
+    ) -> None:
+        if self._sender is None:
+            log.error("telegram: not started; message to chat %s dropped", chat_id)
+            return
+        try:
+            await self._sender.send_text(chat_id, text, reply_to=reply_to, thread_id=thread)
+        except TelegramError as exc:
+            log.error("telegram: could not deliver to chat %s: %s", chat_id, self._redact(str(exc)))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._token, "<token>") if self._token else text

@@ -1,0 +1,59 @@
+"""Lazy, bounded downloads of Telegram photos through getFile.
+
+Why lazy: most group photos are never looked at (the bot was not called), so bytes are
+fetched only when the vision path asks. Why bounded: a user picks what to upload, so
+the declared size, the size getFile reports, the bytes received and the time taken are
+all capped; a refusal raises the same DownloadError family the other channels use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from telegram import Bot
+from telegram.error import TelegramError
+
+from channels.download import DownloadError, DownloadTooLarge
+from core.messages import ImageFetcher, ImageRef
+
+log = logging.getLogger(__name__)
+
+
+class TelegramFiles:
+    """Makes ImageRefs whose fetch goes through the bot's getFile, with limits."""
+
+    def __init__(self, bot: Bot, *, max_bytes: int, timeout_s: float) -> None:
+        if max_bytes < 1 or timeout_s <= 0:
+            raise ValueError("max_bytes must be >= 1 and timeout_s > 0")
+        self._bot = bot
+        self._max_bytes = max_bytes
+        self._timeout_s = timeout_s
+
+    def image_ref(self, file_id: str, declared_size: int | None, mime: str, name: str) -> ImageRef:
+        return ImageRef(fetch=self._fetcher(file_id, declared_size), mime=mime, name=name)
+
+    def _fetcher(self, file_id: str, declared_size: int | None) -> ImageFetcher:
+        async def fetch() -> bytes:
+            self._check_size(declared_size, "declared")
+            try:
+                async with asyncio.timeout(self._timeout_s):
+                    tg_file = await self._bot.get_file(file_id)
+                    self._check_size(tg_file.file_size, "reported")
+                    data = await tg_file.download_as_bytearray()
+            except TimeoutError:
+                raise DownloadError(
+                    f"telegram file took longer than {self._timeout_s:g}s"
+                ) from None
+            except TelegramError as exc:
+                raise DownloadError(f"telegram file could not be fetched: {exc}") from None
+            self._check_size(len(data), "received")
+            return bytes(data)
+
+        return fetch
+
+    def _check_size(self, size: int | None, what: str) -> None:
+        if size is not None and size > self._max_bytes:
+            raise DownloadTooLarge(
+                f"image is {size} bytes ({what}), over the {self._max_bytes} cap"
+            )

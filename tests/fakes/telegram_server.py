@@ -1,0 +1,485 @@
+"""FakeTelegram: a Telegram Bot API server on 127.0.0.1 for tests.
+
+Why a server and not a mock: the channel under test goes through the real
+python-telegram-bot (its Updater, its request layer, its JSON parsing, its error
+mapping), pointed here with `base_url`/`base_file_url`, so wire-format and error
+handling mistakes show up as they would against api.telegram.org.
+
+Usage::
+
+    async with FakeTelegram() as tg:                      # tg.root -> "http://127.0.0.1:PORT"
+        alice = user(1001, "Alice")
+        tg.push_message(private_chat(alice), alice, "hi")  # queued for getUpdates
+        tg.push_raw({"update_id": 5, "message": {}})        # malformed, sent as is
+        tg.fail("sendMessage", 429, retry_after=1)          # next sendMessage -> 429
+        tg.set_conflict(True)                               # every getUpdates -> 409
+        tg.stall(); tg.resume()                             # hold getUpdates at the door
+        tg.forbid_private(1001)                             # DM to 1001 -> 403
+        photo = tg.add_photo(b"...jpeg...")                 # PhotoSize list for a message
+        calls = await tg.wait_for("sendMessage", count=2)   # event-based, no sleeps
+        tg.sent                                             # sendMessage params, in order
+
+`Inbox` is the daemon side of a channel test: the message handler, recording what it
+gets and answering through a function the test supplies.
+
+Implements what the channel uses: getMe, getUpdates (long polling with offsets, like
+Telegram: an update is delivered until a later offset confirms it), sendMessage,
+sendChatAction, getFile + file download, setMyCommands, deleteWebhook, setWebhook.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import json
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+DEFAULT_TOKEN = "123456:TEST-fake-token"
+
+# Form fields python-telegram-bot sends JSON-encoded (everything else is a plain string).
+_JSON_FIELDS = frozenset(
+    {
+        "offset",
+        "limit",
+        "timeout",
+        "chat_id",
+        "message_thread_id",
+        "reply_parameters",
+        "allowed_updates",
+        "commands",
+        "scope",
+        "drop_pending_updates",
+        "max_connections",
+        "reply_markup",
+        "link_preview_options",
+        "disable_notification",
+        "entities",
+        "protect_content",
+        "reply_to_message_id",
+    }
+)
+
+
+@dataclass(frozen=True)
+class ApiCall:
+    """One Bot API request as the server saw it (params decoded)."""
+
+    method: str
+    params: dict[str, Any]
+    at: float
+
+
+def utf16_len(text: str) -> int:
+    """Telegram entity offsets and lengths count UTF-16 code units."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def user(
+    user_id: int,
+    first_name: str = "Alice",
+    last_name: str | None = None,
+    username: str | None = None,
+    *,
+    is_bot: bool = False,
+) -> dict[str, Any]:
+    data: dict[str, Any] = {"id": user_id, "is_bot": is_bot, "first_name": first_name}
+    if last_name is not None:
+        data["last_name"] = last_name
+    if username is not None:
+        data["username"] = username
+    return data
+
+
+def private_chat(who: dict[str, Any]) -> dict[str, Any]:
+    return {"id": who["id"], "type": "private", "first_name": who["first_name"]}
+
+
+def group_chat(chat_id: int = -1001234, title: str = "Test group", *, forum: bool = False) -> dict:
+    chat: dict[str, Any] = {"id": chat_id, "type": "supergroup", "title": title}
+    if forum:
+        chat["is_forum"] = True
+    return chat
+
+
+def entity(kind: str, text: str, part: str, **extra: Any) -> dict[str, Any]:
+    """An entity of type `kind` covering the first `part` in `text`, in UTF-16 units."""
+    start = text.index(part)
+    return {
+        "type": kind,
+        "offset": utf16_len(text[:start]),
+        "length": utf16_len(part),
+        **extra,
+    }
+
+
+class FakeTelegram:
+    """The fake server; see the module docstring for the scripting API."""
+
+    def __init__(
+        self,
+        *,
+        token: str = DEFAULT_TOKEN,
+        bot_id: int = 424242,
+        username: str = "chatterd_test_bot",
+    ) -> None:
+        self.token = token
+        self.bot_user = user(bot_id, "Chatterd", username=username, is_bot=True)
+        self.bot_user |= {"can_join_groups": True, "can_read_all_group_messages": False}
+        self.calls: list[ApiCall] = []
+        self.sent: list[dict[str, Any]] = []
+        self.last_offset = 0
+        self._runner: web.AppRunner | None = None
+        self._port = 0
+        self._pending: list[dict[str, Any]] = []
+        self._update_ids = itertools.count(1)
+        self._message_ids = itertools.count(100)
+        self._new_update = asyncio.Event()
+        self._changed = asyncio.Condition()
+        self._failures: dict[str, deque[tuple[int, str, int | None]]] = {}
+        self._conflict = False
+        self._running = asyncio.Event()
+        self._running.set()
+        self._closing = False
+        self._forbidden: set[int] = set()
+        self._chats: dict[int, dict[str, Any]] = {}
+        self._files: dict[str, tuple[bytes, str, int]] = {}
+        self._file_ids = itertools.count(1)
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def __aenter__(self) -> FakeTelegram:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        # no access log: request paths carry the bot token
+        self._runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self._port = self._runner.addresses[0][1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._closing = True
+        self._running.set()
+        self._new_update.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def root(self) -> str:
+        """What goes into `[telegram] api_base_url`."""
+        return f"http://127.0.0.1:{self._port}"
+
+    # -- scripting -------------------------------------------------------------------
+
+    def push(self, body: dict[str, Any]) -> int:
+        """Queue an update (`body` without update_id); returns the update_id given."""
+        update_id = next(self._update_ids)
+        self.push_raw({"update_id": update_id, **body})
+        return update_id
+
+    def push_raw(self, raw: Any) -> None:
+        """Queue exactly `raw`, malformed or not (its update_id, if any, is respected)."""
+        if isinstance(raw, dict) and isinstance(raw.get("update_id"), int):
+            ids = next(self._update_ids)
+            self._update_ids = itertools.count(max(ids, raw["update_id"] + 1))
+        self._pending.append(raw)
+        self._new_update.set()
+        self._new_update = asyncio.Event()
+
+    def message(
+        self,
+        chat: dict[str, Any],
+        sender: dict[str, Any] | None,
+        text: str | None = None,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """A Message object; extra fields (entities, photo, caption, ...) go in as given."""
+        self._chats[chat["id"]] = chat
+        msg: dict[str, Any] = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": chat,
+        }
+        if sender is not None:
+            msg["from"] = sender
+        if text is not None:
+            msg["text"] = text
+        msg.update(fields)
+        return msg
+
+    def push_message(
+        self, chat: dict[str, Any], sender: dict[str, Any] | None, text: str | None = None, **f: Any
+    ) -> dict[str, Any]:
+        msg = self.message(chat, sender, text, **f)
+        self.push({"message": msg})
+        return msg
+
+    def fail(
+        self,
+        method: str,
+        code: int,
+        description: str | None = None,
+        *,
+        retry_after: int | None = None,
+        times: int = 1,
+    ) -> None:
+        """The next `times` calls of `method` answer with this Bot API error."""
+        if description is None:
+            description = {
+                400: "Bad Request",
+                403: "Forbidden",
+                409: "Conflict: terminated by other getUpdates request",
+                429: f"Too Many Requests: retry after {retry_after}",
+                502: "Bad Gateway",
+            }.get(code, "Error")
+        queue = self._failures.setdefault(method, deque())
+        queue.extend([(code, description, retry_after)] * times)
+
+    def set_conflict(self, on: bool) -> None:
+        """While on, every getUpdates answers 409 (another instance is polling)."""
+        self._conflict = on
+
+    def stall(self) -> None:
+        """getUpdates requests are held, unanswered, until `resume()`."""
+        self._running.clear()
+
+    def resume(self) -> None:
+        self._running.set()
+
+    def forbid_private(self, user_id: int) -> None:
+        """Messages to this user's DM fail with 403, as for a user who never pressed Start."""
+        self._forbidden.add(user_id)
+
+    def add_file(self, data: bytes, *, declared_size: int | None = None) -> str:
+        """Serve `data` through getFile + download; returns its file_id."""
+        n = next(self._file_ids)
+        file_id = f"file-{n}"
+        size = len(data) if declared_size is None else declared_size
+        self._files[file_id] = (data, f"photos/file_{n}.jpg", size)
+        return file_id
+
+    def add_photo(self, data: bytes, *, thumb: bytes = b"thumb") -> list[dict[str, Any]]:
+        """PhotoSize list as Telegram sends it: small thumbnail first, the original last."""
+        sizes = []
+        for payload, side in ((thumb, 90), (data, 1280)):
+            file_id = self.add_file(payload)
+            sizes.append(
+                {
+                    "file_id": file_id,
+                    "file_unique_id": f"u{file_id}",
+                    "width": side,
+                    "height": side * 3 // 4,
+                    "file_size": len(payload),
+                }
+            )
+        return sizes
+
+    # -- waiting ---------------------------------------------------------------------
+
+    def calls_of(self, method: str) -> list[ApiCall]:
+        return [c for c in self.calls if c.method == method]
+
+    async def wait_for(
+        self,
+        method: str,
+        count: int = 1,
+        *,
+        where: Callable[[ApiCall], bool] | None = None,
+        within_s: float = 5.0,
+    ) -> list[ApiCall]:
+        """Wait until `count` calls of `method` (matching `where`) were seen."""
+
+        def matching() -> list[ApiCall]:
+            return [c for c in self.calls_of(method) if where is None or where(c)]
+
+        async with self._changed:
+            await asyncio.wait_for(
+                self._changed.wait_for(lambda: len(matching()) >= count), within_s
+            )
+        return matching()
+
+    # -- the API ---------------------------------------------------------------------
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        path = request.path
+        file_prefix = f"/file/bot{self.token}/"
+        if path.startswith("/file/bot"):
+            if not path.startswith(file_prefix):
+                return web.Response(status=401, text="Unauthorized")
+            return self._download(path[len(file_prefix) :])
+        prefix, _, method = path.lstrip("/").partition("/")
+        if prefix != f"bot{self.token}":
+            return _error(401, "Unauthorized")
+        params = await _decode(request)
+        call = ApiCall(method, params, time.monotonic())
+        async with self._changed:
+            self.calls.append(call)
+            self._changed.notify_all()
+        failures = self._failures.get(method)
+        if failures:
+            code, description, retry_after = failures.popleft()
+            return _error(code, description, retry_after)
+        handler = getattr(self, f"_api_{method}", None)
+        if handler is None:
+            return _error(404, "Not Found")
+        return await handler(params)
+
+    async def _api_getMe(self, params: dict[str, Any]) -> web.Response:  # noqa: N802
+        return _ok(self.bot_user)
+
+    async def _api_getUpdates(self, params: dict[str, Any]) -> web.Response:  # noqa: N802
+        await self._running.wait()
+        if self._conflict:
+            return _error(
+                409,
+                "Conflict: terminated by other getUpdates request; "
+                "make sure that only one bot instance is running",
+            )
+        offset = params.get("offset")
+        if isinstance(offset, int) and offset > 0:
+            self.last_offset = offset
+            self._pending = [u for u in self._pending if _update_id(u) >= offset]
+        timeout = float(params.get("timeout") or 0)
+        if not self._pending and timeout > 0 and not self._closing:
+            try:
+                await asyncio.wait_for(self._new_update.wait(), timeout)
+            except TimeoutError:
+                pass
+            await self._running.wait()  # a stall that began while we were waiting
+        limit = int(params.get("limit") or 100)
+        return _ok(self._pending[:limit])
+
+    async def _api_sendMessage(self, params: dict[str, Any]) -> web.Response:  # noqa: N802
+        chat_id = params.get("chat_id")
+        text = params.get("text")
+        if not isinstance(chat_id, int):
+            return _error(400, "Bad Request: chat not found")
+        if not text or not str(text).strip():
+            return _error(400, "Bad Request: message text is empty")
+        if utf16_len(str(text)) > 4096:
+            return _error(400, "Bad Request: message is too long")
+        if chat_id in self._forbidden:
+            return _error(403, "Forbidden: bot can't initiate conversation with a user")
+        chat = self._chats.get(chat_id) or {
+            "id": chat_id,
+            "type": "private" if chat_id > 0 else "supergroup",
+        }
+        message: dict[str, Any] = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": chat,
+            "from": self.bot_user,
+            "text": str(text),
+        }
+        if isinstance(params.get("message_thread_id"), int):
+            message["message_thread_id"] = params["message_thread_id"]
+        self.sent.append(params | {"message_id": message["message_id"]})
+        return _ok(message)
+
+    async def _api_sendChatAction(self, params: dict[str, Any]) -> web.Response:  # noqa: N802
+        return _ok(True)
+
+    async def _api_setMyCommands(self, params: dict[str, Any]) -> web.Response:  # noqa: N802
+        return _ok(True)
+
+    async def _api_deleteWebhook(self, params: dict[str, Any]) -> web.Response:  # noqa: N802
+        return _ok(True)
+
+    async def _api_setWebhook(self, params: dict[str, Any]) -> web.Response:  # noqa: N802
+        return _ok(True)
+
+    async def _api_getFile(self, params: dict[str, Any]) -> web.Response:  # noqa: N802
+        file_id = str(params.get("file_id"))
+        if file_id not in self._files:
+            return _error(400, "Bad Request: invalid file_id")
+        _, path, size = self._files[file_id]
+        return _ok(
+            {
+                "file_id": file_id,
+                "file_unique_id": f"u{file_id}",
+                "file_size": size,
+                "file_path": path,
+            }
+        )
+
+    def _download(self, file_path: str) -> web.Response:
+        for data, path, _ in self._files.values():
+            if path == file_path:
+                return web.Response(body=data, content_type="image/jpeg")
+        return web.Response(status=404, text="Not Found")
+
+
+def _update_id(update: Any) -> int:
+    if isinstance(update, dict) and isinstance(update.get("update_id"), int):
+        return update["update_id"]
+    return 1 << 62  # malformed without an id: never confirmed, always re-sent (like a bug)
+
+
+async def _decode(request: web.Request) -> dict[str, Any]:
+    if request.content_type == "application/json":
+        body = await request.json()
+        return dict(body) if isinstance(body, dict) else {}
+    form = await request.post()
+    params: dict[str, Any] = {}
+    for key, value in form.items():
+        if not isinstance(value, str):
+            continue  # file uploads: not used by the channel
+        if key in _JSON_FIELDS:
+            try:
+                params[key] = json.loads(value)
+                continue
+            except ValueError:
+                pass
+        params[key] = value
+    params.update({k: _json_or_str(v) for k, v in request.query.items() if k in _JSON_FIELDS})
+    return params
+
+
+def _json_or_str(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def _ok(result: Any) -> web.Response:
+    return web.json_response({"ok": True, "result": result})
+
+
+def _error(code: int, description: str, retry_after: int | None = None) -> web.Response:
+    body: dict[str, Any] = {"ok": False, "error_code": code, "description": description}
+    if retry_after is not None:
+        body["parameters"] = {"retry_after": retry_after}
+    return web.json_response(body, status=code)
+
+
+class Inbox:
+    """A MessageHandler for tests: records every message, answers with `respond(message)`."""
+
+    def __init__(self, respond: Callable[[Any], Any] | None = None) -> None:
+        self.messages: list[Any] = []
+        self.respond = respond
+        self._changed = asyncio.Condition()
+
+    async def __call__(self, message: Any) -> Any:
+        async with self._changed:
+            self.messages.append(message)
+            self._changed.notify_all()
+        answer = self.respond(message) if self.respond is not None else None
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return answer
+
+    async def wait(self, count: int = 1, within_s: float = 5.0) -> list[Any]:
+        async with self._changed:
+            await asyncio.wait_for(
+                self._changed.wait_for(lambda: len(self.messages) >= count), within_s
+            )
+        return list(self.messages)
