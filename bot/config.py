@@ -8,12 +8,21 @@ then the defaults below. Unknown keys are errors: a typo must never be silently 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -119,16 +128,36 @@ class TelegramConfig(Section):
     rate_limit_per_min: int = Field(20, ge=0)
     answer_edited: bool = False
 
+    @field_validator("webhook_secret")
+    @classmethod
+    def _telegram_secret_charset(cls, value: SecretStr | None) -> SecretStr | None:
+        # Telegram accepts 1-256 characters of A-Z a-z 0-9 _ - for secret_token.
+        if value is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", value.get_secret_value()):
+            raise ValueError("must be 1-256 characters of A-Z, a-z, 0-9, _ and -")
+        return value
+
+    @model_validator(mode="after")
+    def _webhook_needs_url(self) -> TelegramConfig:
+        if self.mode == "webhook" and not (self.webhook_url or "").startswith(("https://", "http://")):
+            raise ValueError("webhook_url: webhook mode needs webhook_url = \"https://...\"")
+        return self
+
 
 class OnebotConfig(Section):
     enabled: bool = False
     mode: Literal["reverse_ws", "forward_ws"] = "reverse_ws"
     host: str = "127.0.0.1"
-    port: int = Field(8081, ge=1, le=65535)
+    port: int = Field(8081, ge=0, le=65535)
     path: str = "/onebot/v11/ws"
     access_token: SecretStr | None = None
     url: str | None = None
     allow_private_media_hosts: list[str] = []
+
+    @model_validator(mode="after")
+    def _forward_needs_url(self) -> OnebotConfig:
+        if self.mode == "forward_ws" and not (self.url or "").startswith(("ws://", "wss://")):
+            raise ValueError("url: forward_ws mode needs url = \"ws://host:port\" (or wss://)")
+        return self
 
 
 class HttpConfig(Section):

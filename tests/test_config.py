@@ -16,7 +16,11 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
     for var in list(os.environ):
-        if var.startswith("CHATTERD_") or var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TELEGRAM_BOT_TOKEN"):
+        if var.startswith("CHATTERD_") or var in (
+            "OPENAI_API_KEY",
+            "OPENAI_BASE_URL",
+            "TELEGRAM_BOT_TOKEN",
+        ):
             monkeypatch.delenv(var)
 
 
@@ -31,13 +35,17 @@ def test_defaults_without_a_file(tmp_path: Path) -> None:
     assert settings.storage.url == "sqlite+aiosqlite:///data/chatterd.sqlite"
     assert settings.http.enabled is True and settings.http.port == 8080
     assert settings.telegram.poll_stall_s == 90 and settings.telegram.rate_limit_per_min == 20
-    assert settings.onebot.path == "/onebot/v11/ws" and settings.onebot.allow_private_media_hosts == []
+    assert (
+        settings.onebot.path == "/onebot/v11/ws" and settings.onebot.allow_private_media_hosts == []
+    )
     assert settings.vision.enabled is False and settings.vision.mode == "describe"
     assert settings.groups.store_untriggered is True and settings.tools.max_rounds == 3
 
 
 def test_toml_then_env_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = write(tmp_path, '[llm]\nmodel = "from-toml"\ntimeout_s = 5\n[bot]\nadmins = ["telegram:1"]\n')
+    path = write(
+        tmp_path, '[llm]\nmodel = "from-toml"\ntimeout_s = 5\n[bot]\nadmins = ["telegram:1"]\n'
+    )
     monkeypatch.setenv("CHATTERD_LLM__MODEL", "from-env")
     settings = load_config(path)
     assert settings.llm.model == "from-env"
@@ -52,9 +60,15 @@ def test_conventional_variables_fill_in_but_do_not_beat_explicit(
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "123:abc")
     settings = load_config(write(tmp_path, '[llm]\nbase_url = "http://explicit/v1"\n'))
-    assert settings.llm.api_key is not None and settings.llm.api_key.get_secret_value() == "sk-conventional"
+    assert (
+        settings.llm.api_key is not None
+        and settings.llm.api_key.get_secret_value() == "sk-conventional"
+    )
     assert settings.llm.base_url == "http://explicit/v1"
-    assert settings.telegram.token is not None and settings.telegram.token.get_secret_value() == "123:abc"
+    assert (
+        settings.telegram.token is not None
+        and settings.telegram.token.get_secret_value() == "123:abc"
+    )
 
 
 @pytest.mark.parametrize(
@@ -62,10 +76,10 @@ def test_conventional_variables_fill_in_but_do_not_beat_explicit(
     [
         ("[llm]\ntimeout_s = -1\n", "llm.timeout_s"),
         ("[llm]\ntimout_s = 3\n", "llm.timout_s"),
-        ("[bot]\nadmins = [\"discord:1\"]\n", "bot.admins"),
-        ("[bot]\ntimezone = \"Mars/Base\"\n", "bot.timezone"),
-        ("[vision]\nmode = \"dream\"\n", "vision.mode"),
-        ("[storage]\nurl = \"sqlite:///x.db\"\n", "storage.url"),
+        ('[bot]\nadmins = ["discord:1"]\n', "bot.admins"),
+        ('[bot]\ntimezone = "Mars/Base"\n', "bot.timezone"),
+        ('[vision]\nmode = "dream"\n', "vision.mode"),
+        ('[storage]\nurl = "sqlite:///x.db"\n', "storage.url"),
         ("[nonsense]\nx = 1\n", "nonsense"),
     ],
 )
@@ -121,7 +135,9 @@ def test_cli_exits_2_with_one_line(tmp_path: Path) -> None:
     path = write(tmp_path, "[llm]\ntemperature = 9\n")
     result = subprocess.run(
         [sys.executable, "-m", "bot.cli", "--config", str(path), "config", "check"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [result.stderr.strip()]
@@ -132,7 +148,25 @@ def test_cli_config_check_masks(tmp_path: Path) -> None:
     path = write(tmp_path, '[llm]\napi_key = "sk-hidden-value"\n')
     result = subprocess.run(
         [sys.executable, "-m", "bot.cli", "--config", str(path), "config", "check"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr
     assert "sk-hidden-value" not in result.stdout and '"api_key": "***"' in result.stdout
+
+
+def test_forward_onebot_needs_a_ws_url(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^config: onebot: .*forward_ws mode needs url"):
+        load_config(write(tmp_path, '[onebot]\nmode = "forward_ws"\n'))
+    ok = load_config(
+        write(tmp_path, '[onebot]\nmode = "forward_ws"\nurl = "ws://127.0.0.1:3001"\n')
+    )
+    assert ok.onebot.url == "ws://127.0.0.1:3001"
+
+
+def test_telegram_webhook_checks(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^config: telegram: .*webhook_url"):
+        load_config(write(tmp_path, '[telegram]\nmode = "webhook"\n'))
+    with pytest.raises(ConfigError, match=r"^config: telegram.webhook_secret: "):
+        load_config(write(tmp_path, '[telegram]\nwebhook_secret = "has spaces!"\n'))

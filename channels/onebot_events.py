@@ -1,0 +1,128 @@
+"""OneBot v11 message events -> InboundMessage, plus the small id helpers around them.
+
+Kept apart from the channel so the mapping (who is the sender, what is the chat, what
+does the body say) is one pure function: frame in, message out.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from channels.names import clean_display_name
+from channels.onebot_message import ParsedMessage, interpret, normalize_message
+from core.messages import ChatType, ImageRef, InboundMessage
+
+ImageRefFactory = Callable[[str, str], ImageRef]  # (url, file name) -> lazy image
+
+
+class InvalidEvent(ValueError):
+    """A message event missing what every message must have."""
+
+
+class BoundedMap(OrderedDict[Any, Any]):
+    """A small LRU map: recent message ids and chat routes, never unbounded."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self._limit = limit
+
+    def put(self, key: Any, value: Any) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > self._limit:
+            self.popitem(last=False)
+
+
+def to_inbound(
+    frame: dict[str, Any], self_id: str | None, image_ref: ImageRefFactory
+) -> tuple[InboundMessage, ParsedMessage] | None:
+    """Map one `post_type: message` event. None for the bot's own messages.
+
+    reply_to_bot / reply_to_sender_id stay unset: finding the replied message's author
+    may need an action round trip, which the channel does (see `with_reply`).
+    """
+    user_id, kind = frame.get("user_id"), frame.get("message_type")
+    if user_id is None or kind not in ("group", "private"):
+        raise InvalidEvent("no user_id or unknown message_type")
+    sender_id = str(user_id)
+    if self_id is not None and sender_id == self_id:
+        return None
+    if kind == "group":
+        if frame.get("group_id") is None:
+            raise InvalidEvent("group message without group_id")
+        chat_id, chat_type = f"group:{frame['group_id']}", ChatType.GROUP
+    else:
+        chat_id, chat_type = f"private:{sender_id}", ChatType.PRIVATE
+    segments = normalize_message(frame.get("message"))
+    if not segments and isinstance(frame.get("raw_message"), str):
+        segments = normalize_message(frame["raw_message"])
+    parsed = interpret(segments, self_id)
+    message_id = frame.get("message_id")
+    message = InboundMessage(
+        platform="qq",
+        chat_id=chat_id,
+        chat_type=chat_type,
+        sender_id=sender_id,
+        sender_name=display_name(frame, sender_id, group=chat_type is ChatType.GROUP),
+        text=parsed.text,
+        images=tuple(image_ref(img.url, img.file) for img in parsed.images),
+        mentions_bot=parsed.mentions_self,
+        message_id=str(message_id) if message_id is not None else None,
+        timestamp=timestamp(frame.get("time")),
+    )
+    return message, parsed
+
+
+def with_reply(message: InboundMessage, target: str | None, self_id: str | None) -> InboundMessage:
+    """Fill in whom the message replies to, and whether that was the bot."""
+    return replace(
+        message,
+        reply_to_sender_id=target,
+        reply_to_bot=target is not None and self_id is not None and target == self_id,
+    )
+
+
+def display_name(frame: dict[str, Any], sender_id: str, *, group: bool) -> str:
+    """Group card, else nickname, else the QQ number — cleaned of control/bidi tricks."""
+    raw_sender = frame.get("sender")
+    sender: dict[str, Any] = raw_sender if isinstance(raw_sender, dict) else {}
+    candidates: list[Any] = []
+    anonymous = frame.get("anonymous")
+    if group and isinstance(anonymous, dict):
+        candidates.append(anonymous.get("name"))
+    if group:
+        candidates.append(sender.get("card"))
+    candidates.append(sender.get("nickname"))
+    for raw in candidates:
+        if isinstance(raw, str):
+            name = clean_display_name(raw)
+            if name:
+                return name
+    return sender_id
+
+
+def timestamp(value: Any) -> datetime:
+    """Event `time` is Unix seconds; anything unusable means "now"."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        try:
+            return datetime.fromtimestamp(value, UTC)
+        except (OverflowError, OSError, ValueError):
+            pass
+    return datetime.now(UTC)
+
+
+def parse_chat_id(chat_id: str) -> tuple[str, str]:
+    """`group:<n>` / `private:<n>` -> (kind, number); anything else is a caller bug."""
+    kind, _, number = chat_id.partition(":")
+    if kind not in ("group", "private") or not number.isdigit():
+        raise ValueError(f"not a QQ chat id (group:<n> or private:<n>): {chat_id!r}")
+    return kind, number
+
+
+def id_param(value: str) -> int | str:
+    """OneBot ids are numbers on the wire; keep anything else as the string we got."""
+    return int(value) if value.removeprefix("-").isdigit() else value

@@ -1,0 +1,305 @@
+"""OneBot v11 WebSocket transports: one connection object, two ways to get one.
+
+Reverse (default): chatterd listens, the implementation (NapCat, Lagrange, go-cqhttp)
+connects as a Universal client with `X-Self-ID` and `Authorization: Bearer <token>`.
+Forward: chatterd connects out to the implementation's WebSocket server, reconnecting
+with backoff. Either way the rest of the channel sees an `OneBotConnection`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+from aiohttp import WSMsgType, web
+
+from channels.onebot_actions import ActionClient, is_response
+
+log = logging.getLogger(__name__)
+
+FrameHandler = Callable[["OneBotConnection", dict[str, Any]], None]
+ConnectionHandler = Callable[["OneBotConnection"], Awaitable[None]]
+
+MAX_FRAME_BYTES = 16 * 1024 * 1024
+CLOSE_REPLACED = 4000  # application close code: a newer connection took over
+
+
+class OneBotConnection:
+    """One live WebSocket to a OneBot implementation: reads frames, routes responses."""
+
+    def __init__(
+        self,
+        ws: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
+        *,
+        self_id: str | None,
+        action_timeout_s: float,
+        heartbeat_grace: float = 3.0,
+        label: str = "",
+    ) -> None:
+        self.ws = ws
+        self.self_id = self_id
+        self.label = label
+        self.actions = ActionClient(self._send_json, timeout_s=action_timeout_s)
+        self.last_seen = time.monotonic()
+        self.heartbeat_interval_s: float | None = None
+        self._grace = heartbeat_grace
+
+    @property
+    def closed(self) -> bool:
+        return self.ws.closed
+
+    def stale(self, now: float | None = None) -> bool:
+        """No frame for `grace` heartbeat intervals: the implementation is gone."""
+        if self.heartbeat_interval_s is None:
+            return False
+        now = time.monotonic() if now is None else now
+        return now - self.last_seen > self._grace * self.heartbeat_interval_s
+
+    async def _send_json(self, frame: dict[str, Any]) -> None:
+        if self.ws.closed:
+            raise ConnectionError("connection is closed")
+        await self.ws.send_str(json.dumps(frame, ensure_ascii=False))
+
+    async def run(self, on_frame: FrameHandler) -> None:
+        """Read until the socket closes; events go to `on_frame` (which must not block)."""
+        try:
+            while not self.ws.closed:
+                msg = await self._receive()
+                if msg is None:
+                    break
+                if msg.type in (WSMsgType.TEXT, WSMsgType.BINARY):
+                    self._on_data(msg.data, on_frame)
+                elif msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED):
+                    break
+                elif msg.type is WSMsgType.ERROR:
+                    log.warning("onebot%s: websocket error: %s", self.label, self.ws.exception())
+                    break
+        finally:
+            self.actions.close("connection closed")
+            if not self.ws.closed:
+                await self.ws.close()
+
+    async def _receive(self) -> aiohttp.WSMessage | None:
+        timeout = None
+        if self.heartbeat_interval_s is not None:
+            timeout = self._grace * self.heartbeat_interval_s
+        try:
+            return await self.ws.receive(timeout=timeout)
+        except TimeoutError:
+            log.warning(
+                "onebot%s: no frame for %.1fs (heartbeat every %.1fs); closing",
+                self.label,
+                timeout,
+                self.heartbeat_interval_s,
+            )
+            return None
+
+    def _on_data(self, data: str | bytes, on_frame: FrameHandler) -> None:
+        try:
+            text = data.decode("utf-8") if isinstance(data, bytes) else data
+            frame = json.loads(text)
+        except (UnicodeDecodeError, ValueError) as exc:
+            log.warning("onebot%s: malformed frame ignored (%s)", self.label, exc)
+            return
+        if not isinstance(frame, dict):
+            log.warning("onebot%s: non-object frame ignored", self.label)
+            return
+        self.last_seen = time.monotonic()
+        if is_response(frame):
+            self.actions.on_response(frame)
+            return
+        on_frame(self, frame)
+
+    async def close(self, reason: str, code: int = aiohttp.WSCloseCode.GOING_AWAY) -> None:
+        self.actions.close(reason)
+        if not self.ws.closed:
+            await self.ws.close(code=code, message=reason.encode()[:120])
+
+
+def _bearer(request: web.Request) -> str | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() in ("bearer", "token") and value:
+        return value.strip()
+    return request.query.get("access_token")
+
+
+class ReverseServer:
+    """The endpoint implementations connect to; checks the token before upgrading."""
+
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int,
+        path: str,
+        access_token: str | None,
+        make_connection: Callable[[web.WebSocketResponse, str | None], OneBotConnection],
+        on_connection: ConnectionHandler,
+    ) -> None:
+        self._host, self._port = host, port
+        self._path = path if path.startswith("/") else "/" + path
+        self._token = access_token or None
+        self._make = make_connection
+        self._on_connection = on_connection
+        self._runner: web.AppRunner | None = None
+        self.bound_port: int | None = None
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get(self._path, self._handle)
+        if not self._path.endswith("/"):  # go-cqhttp users often add a trailing slash
+            app.router.add_get(self._path + "/", self._handle)
+        runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=2)
+        await runner.setup()
+        site = web.TCPSite(runner, self._host, self._port)
+        try:
+            await site.start()
+        except OSError:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self.bound_port = _port_of(runner)
+        log.info(
+            "onebot: listening for reverse WebSocket on %s:%s%s",
+            self._host,
+            self.bound_port,
+            self._path,
+        )
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        peer = request.remote or "?"
+        if self._token is not None:
+            given = _bearer(request)
+            if given is None or not hmac.compare_digest(given.encode(), self._token.encode()):
+                log.warning(
+                    "onebot: connection from %s refused: %s access token",
+                    peer,
+                    "missing" if given is None else "wrong",
+                )
+                raise web.HTTPUnauthorized(text="access token missing or wrong\n")
+        role = request.headers.get("X-Client-Role", "Universal")
+        if role.lower() != "universal":
+            log.warning("onebot: %s connected as %r; only Universal is supported", peer, role)
+            raise web.HTTPBadRequest(text="configure a Universal reverse WebSocket client\n")
+        self_id = request.headers.get("X-Self-ID", "").strip() or None
+        if self_id is not None and not self_id.isdigit():
+            raise web.HTTPBadRequest(text="X-Self-ID must be a QQ number\n")
+        ws = web.WebSocketResponse(max_msg_size=MAX_FRAME_BYTES)
+        await ws.prepare(request)
+        log.info("onebot: implementation connected from %s (self id %s)", peer, self_id or "?")
+        await self._on_connection(self._make(ws, self_id))
+        return ws
+
+
+def _port_of(runner: web.AppRunner) -> int | None:
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            return int(address[1])
+    return None
+
+
+class ForwardClient:
+    """Connects out to the implementation's WebSocket server, reconnecting with backoff."""
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        access_token: str | None,
+        make_connection: Callable[[aiohttp.ClientWebSocketResponse], OneBotConnection],
+        on_connection: ConnectionHandler,
+        backoff_min_s: float = 1.0,
+        backoff_max_s: float = 60.0,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        self._url = url
+        self._token = access_token or None
+        self._make = make_connection
+        self._on_connection = on_connection
+        self._min, self._max = backoff_min_s, max(backoff_max_s, backoff_min_s)
+        self._connect_timeout = connect_timeout_s
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.attempts = 0
+
+    async def start(self) -> None:
+        self._stopping.clear()
+        self._task = asyncio.create_task(self._loop(), name="onebot-forward")
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    async def _loop(self) -> None:
+        headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
+        delay = self._min
+        timeout = aiohttp.ClientWSTimeout(ws_close=5.0)
+        async with aiohttp.ClientSession(trust_env=False) as session:
+            while not self._stopping.is_set():
+                self.attempts += 1
+                try:
+                    async with asyncio.timeout(self._connect_timeout):
+                        ws = await session.ws_connect(
+                            self._url,
+                            headers=headers,
+                            timeout=timeout,
+                            max_msg_size=MAX_FRAME_BYTES,
+                            autoping=True,
+                        )
+                except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                    log.warning(
+                        "onebot: cannot connect to %s: %s; retrying in %.1fs",
+                        _shown(self._url),
+                        _reason(exc),
+                        delay,
+                    )
+                else:
+                    delay = self._min
+                    log.info("onebot: connected to %s", _shown(self._url))
+                    await self._on_connection(self._make(ws))
+                    if self._stopping.is_set():
+                        break
+                    log.warning(
+                        "onebot: connection to %s lost; reconnecting in %.1fs",
+                        _shown(self._url),
+                        delay,
+                    )
+                try:
+                    async with asyncio.timeout(delay):
+                        await self._stopping.wait()
+                except TimeoutError:
+                    pass
+                delay = min(delay * 2, self._max)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, aiohttp.WSServerHandshakeError) and exc.status == 401:
+        return "access token rejected (HTTP 401)"
+    if isinstance(exc, aiohttp.WSServerHandshakeError):
+        return f"handshake failed (HTTP {exc.status})"
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    return str(exc) or type(exc).__name__
+
+
+def _shown(url: str) -> str:
+    """Never log a token passed as ?access_token=."""
+    return url.split("?", 1)[0]

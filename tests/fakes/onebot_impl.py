@@ -1,0 +1,393 @@
+"""A fake OneBot v11 implementation (what NapCat/Lagrange/go-cqhttp look like on the wire).
+
+Reverse mode: `FakeOneBot.connect_reverse(url)` is an aiohttp WebSocket *client* that
+connects to chatterd with X-Self-ID / X-Client-Role / Authorization, like NapCat's
+"websocketClients". Forward mode: `FakeOneBot.serve_forward()` is a WebSocket *server*
+chatterd connects to, like NapCat's "websocketServers". Both push spec-shaped events and
+answer actions by echo. Independent of chatterd's code on purpose: it encodes CQ strings
+and builds frames itself, so a bug in our parser cannot hide in a shared helper.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+from aiohttp import WSMsgType, web
+
+Responder = Callable[[dict[str, Any]], Any]  # params -> data; raise ActionRefused to fail
+
+
+class ActionRefused(Exception):
+    def __init__(self, retcode: int = 100, wording: str = "refused") -> None:
+        super().__init__(wording)
+        self.retcode, self.wording = retcode, wording
+
+
+HOLD = object()  # a responder returning HOLD never answers (to test timeouts/drops)
+
+
+def cq_text(text: str) -> str:
+    """Escape plain text for the CQ string format."""
+    return text.replace("&", "&amp;").replace("[", "&#91;").replace("]", "&#93;")
+
+
+def cq_code(kind: str, **params: Any) -> str:
+    """Build one CQ code, escaping parameter values (commas too)."""
+    parts = [kind]
+    for key, value in params.items():
+        parts.append(f"{key}={cq_text(str(value)).replace(',', '&#44;')}")
+    return "[CQ:" + ",".join(parts) + "]"
+
+
+class FakeLink:
+    """One WebSocket as the implementation sees it."""
+
+    def __init__(self, impl: FakeOneBot, ws: Any) -> None:
+        self.impl = impl
+        self.ws = ws
+        self.actions: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.closed = asyncio.Event()
+        self._reader: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        try:
+            async for msg in self.ws:
+                if msg.type is not WSMsgType.TEXT:
+                    continue
+                frame = json.loads(msg.data)
+                self.actions.put_nowait(frame)
+                response = self.impl.answer(frame)
+                if response is not None:
+                    await self.ws.send_str(json.dumps(response))
+        finally:
+            self.closed.set()
+
+    async def send_event(self, event: dict[str, Any]) -> None:
+        await self.ws.send_str(json.dumps(event, ensure_ascii=False))
+
+    async def send_raw(self, text: str) -> None:
+        await self.ws.send_str(text)
+
+    async def next_action(self, action: str | None = None, limit_s: float = 3.0) -> dict[str, Any]:
+        """The next action frame (of this name, skipping others) chatterd sent us."""
+        async with asyncio.timeout(limit_s):
+            while True:
+                frame = await self.actions.get()
+                if action is None or frame.get("action") == action:
+                    return frame
+
+    async def close(self) -> None:
+        await self.ws.close()
+        if self._reader is not None:
+            await self._reader
+
+    async def wait_closed(self, limit_s: float = 3.0) -> None:
+        async with asyncio.timeout(limit_s):
+            await self.closed.wait()
+
+
+class FakeOneBot:
+    """The implementation's state: account, answers to actions, messages it knows."""
+
+    def __init__(self, self_id: int = 10001, nickname: str = "chatterbot") -> None:
+        self.self_id = self_id
+        self.nickname = nickname
+        self.responders: dict[str, Responder] = {
+            "get_login_info": lambda p: {"user_id": self.self_id, "nickname": self.nickname},
+            "send_group_msg": self._sent,
+            "send_private_msg": self._sent,
+            "get_msg": self._get_msg,
+        }
+        self.sent: list[dict[str, Any]] = []  # {"action", "params", "message_id"}
+        self.known: dict[int, dict[str, Any]] = {}  # message_id -> message (for get_msg)
+        self._ids = itertools.count(5000)
+        self._session: aiohttp.ClientSession | None = None
+        self._runners: list[web.AppRunner] = []
+
+    # -- actions ---------------------------------------------------------------------
+
+    def answer(self, frame: dict[str, Any]) -> dict[str, Any] | None:
+        echo = frame.get("echo")
+        responder = self.responders.get(frame.get("action", ""))
+        if responder is None:
+            return {"status": "failed", "retcode": 1404, "data": None, "echo": echo}
+        try:
+            data = responder({**frame.get("params", {}), "_action": frame.get("action")})
+        except ActionRefused as exc:
+            return {
+                "status": "failed",
+                "retcode": exc.retcode,
+                "data": None,
+                "message": exc.wording,
+                "wording": exc.wording,
+                "echo": echo,
+            }
+        if data is HOLD:
+            return None
+        return {"status": "ok", "retcode": 0, "data": data, "echo": echo}
+
+    def _sent(self, params: dict[str, Any]) -> dict[str, Any]:
+        message_id = next(self._ids)
+        action = params.pop("_action")
+        self.sent.append({"action": action, "params": params, "message_id": message_id})
+        self.known[message_id] = {"message_id": message_id, "sender": {"user_id": self.self_id}}
+        return {"message_id": message_id}
+
+    def _get_msg(self, params: dict[str, Any]) -> dict[str, Any]:
+        found = self.known.get(int(params["message_id"]))
+        if found is None:
+            raise ActionRefused(1404, "message not found")
+        return found
+
+    async def wait_sent(self, count: int, limit_s: float = 3.0) -> list[dict[str, Any]]:
+        """Poll (with a deadline) until chatterd has sent `count` messages."""
+        deadline = time.monotonic() + limit_s
+        while len(self.sent) < count:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"expected {count} sent messages, got {self.sent}")
+            await asyncio.sleep(0.005)
+        return self.sent
+
+    # -- events ----------------------------------------------------------------------
+
+    def group_message(
+        self,
+        message: Any,
+        *,
+        user_id: int = 20002,
+        group_id: int = 30003,
+        card: str = "",
+        nickname: str = "alice",
+        message_id: int | None = None,
+        raw_message: str | None = None,
+    ) -> dict[str, Any]:
+        message_id = next(self._ids) if message_id is None else message_id
+        self.known[message_id] = {"message_id": message_id, "sender": {"user_id": user_id}}
+        return {
+            "time": int(time.time()),
+            "self_id": self.self_id,
+            "post_type": "message",
+            "message_type": "group",
+            "sub_type": "normal",
+            "message_id": message_id,
+            "group_id": group_id,
+            "user_id": user_id,
+            "message": message,
+            "raw_message": raw_message if raw_message is not None else _raw(message),
+            "font": 0,
+            "anonymous": None,
+            "sender": {
+                "user_id": user_id,
+                "nickname": nickname,
+                "card": card,
+                "sex": "unknown",
+                "age": 0,
+                "role": "member",
+            },
+        }
+
+    def private_message(
+        self,
+        message: Any,
+        *,
+        user_id: int = 20002,
+        nickname: str = "alice",
+        message_id: int | None = None,
+    ) -> dict[str, Any]:
+        message_id = next(self._ids) if message_id is None else message_id
+        self.known[message_id] = {"message_id": message_id, "sender": {"user_id": user_id}}
+        return {
+            "time": int(time.time()),
+            "self_id": self.self_id,
+            "post_type": "message",
+            "message_type": "private",
+            "sub_type": "friend",
+            "message_id": message_id,
+            "user_id": user_id,
+            "message": message,
+            "raw_message": _raw(message),
+            "font": 0,
+            "sender": {"user_id": user_id, "nickname": nickname, "sex": "unknown", "age": 0},
+        }
+
+    def heartbeat(self, interval_ms: int = 30000) -> dict[str, Any]:
+        return {
+            "time": int(time.time()),
+            "self_id": self.self_id,
+            "post_type": "meta_event",
+            "meta_event_type": "heartbeat",
+            "interval": interval_ms,
+            "status": {"online": True, "good": True},
+        }
+
+    def lifecycle(self, sub_type: str = "connect") -> dict[str, Any]:
+        return {
+            "time": int(time.time()),
+            "self_id": self.self_id,
+            "post_type": "meta_event",
+            "meta_event_type": "lifecycle",
+            "sub_type": sub_type,
+        }
+
+    # -- transports ------------------------------------------------------------------
+
+    async def connect_reverse(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        token_in_query: bool = False,
+        self_id_header: bool = True,
+        role: str = "Universal",
+    ) -> FakeLink:
+        """Connect to chatterd like a reverse-WS client; raises WSServerHandshakeError."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        headers = {"X-Client-Role": role, "User-Agent": "FakeOneBot/11"}
+        if self_id_header:
+            headers["X-Self-ID"] = str(self.self_id)
+        if token is not None and token_in_query:
+            url = f"{url}?access_token={token}"
+        elif token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        ws = await self._session.ws_connect(url, headers=headers)
+        link = FakeLink(self, ws)
+        link.start()
+        return link
+
+    async def serve_forward(self, *, token: str | None = None) -> ForwardServer:
+        server = ForwardServer(self, token)
+        await server.start()
+        self._runners.append(server.runner)
+        return server
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+        for runner in self._runners:
+            await runner.cleanup()
+
+
+class ForwardServer:
+    """The implementation's own WebSocket server (forward mode)."""
+
+    def __init__(self, impl: FakeOneBot, token: str | None) -> None:
+        self.impl = impl
+        self.token = token
+        self.links: asyncio.Queue[FakeLink] = asyncio.Queue()
+        self.refused = 0
+        app = web.Application()
+        app.router.add_get("/", self._handle)
+        self.runner = web.AppRunner(app, shutdown_timeout=0.5)
+        self.url = ""
+
+    async def start(self) -> None:
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        port = self.runner.addresses[0][1]
+        self.url = f"ws://127.0.0.1:{port}/"
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if self.token is not None:
+            if request.headers.get("Authorization") != f"Bearer {self.token}":
+                self.refused += 1
+                raise web.HTTPUnauthorized()
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        link = FakeLink(self.impl, ws)
+        link.start()
+        self.links.put_nowait(link)
+        await link.closed.wait()
+        return ws
+
+    async def next_link(self, limit_s: float = 3.0) -> FakeLink:
+        async with asyncio.timeout(limit_s):
+            return await self.links.get()
+
+
+def _raw(message: Any) -> str:
+    if isinstance(message, str):
+        return message
+    out = []
+    for seg in message:
+        if seg["type"] == "text":
+            out.append(cq_text(seg["data"]["text"]))
+        else:
+            out.append(cq_code(seg["type"], **seg["data"]))
+    return "".join(out)
+
+
+class MediaServer:
+    """Serves bytes on 127.0.0.1 the way NapCat serves image files locally."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, tuple[bytes, str]] = {}
+        self.redirects: dict[str, str] = {}
+        self.hits: list[str] = []
+        app = web.Application()
+        app.router.add_get("/{name:.*}", self._handle)
+        self.runner = web.AppRunner(app, shutdown_timeout=0.5)
+        self.base = ""
+
+    async def start(self) -> MediaServer:
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self.runner.addresses[0][1]
+        self.base = f"http://127.0.0.1:{self.port}"
+        return self
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        self.hits.append(name)
+        if name in self.redirects:
+            raise web.HTTPFound(self.redirects[name])
+        if name not in self.files:
+            raise web.HTTPNotFound()
+        body, kind = self.files[name]
+        return web.Response(body=body, content_type=kind)
+
+    async def close(self) -> None:
+        await self.runner.cleanup()
+
+
+PNG = (
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00"
+    b"\x00\x1f\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\xff\xff?\x00\x05\xfe\x02\xfe\xa7"
+    b"5\x81\x84\x00\x00\x00\x00IEND\xaeB`\x82"
+)
+
+
+class Recorder:
+    """The daemon's side in tests: records every message handed in, answers by script."""
+
+    def __init__(self) -> None:
+        self.messages: asyncio.Queue[Any] = asyncio.Queue()
+        self.reply: Callable[[Any], Any] = lambda message: None
+
+    async def __call__(self, message: Any) -> Any:
+        self.messages.put_nowait(message)
+        return self.reply(message)
+
+    async def next(self, limit_s: float = 3.0) -> Any:
+        async with asyncio.timeout(limit_s):
+            return await self.messages.get()
+
+
+async def eventually(predicate: Callable[[], bool], limit_s: float = 3.0) -> None:
+    """Poll a condition with a deadline (never a fixed sleep)."""
+    deadline = time.monotonic() + limit_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.005)
