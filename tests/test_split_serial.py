@@ -16,7 +16,11 @@ def test_short_text_is_one_piece() -> None:
 
 def test_split_prefers_paragraphs_then_sentences() -> None:
     text = "First paragraph here.\n\nSecond one is here. It has two sentences."
-    assert split_text(text, 30) == ["First paragraph here.", "Second one is here.", "It has two sentences."]
+    assert split_text(text, 30) == [
+        "First paragraph here.",
+        "Second one is here.",
+        "It has two sentences.",
+    ]
 
 
 def test_split_cjk_sentences_and_hard_cut() -> None:

@@ -39,8 +39,13 @@ def test_command_shape() -> None:
 
 
 def test_inject_prefixes_sender_and_images() -> None:
-    text = inject("Alice", "u1", "look at this", ["a cat on a sofa", "could not be read"], "suffix note")
-    assert text == "[Alice]: look at this\n(Image 1: a cat on a sofa)\n(Image 2: could not be read)\nsuffix note"
+    text = inject(
+        "Alice", "u1", "look at this", ["a cat on a sofa", "could not be read"], "suffix note"
+    )
+    assert (
+        text
+        == "[Alice]: look at this\n(Image 1: a cat on a sofa)\n(Image 2: could not be read)\nsuffix note"
+    )
 
 
 def test_names_cannot_forge_speakers_or_break_lines() -> None:

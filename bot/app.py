@@ -1,0 +1,162 @@
+"""The one composition root: build every part from the config, start, stop in order."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import AsyncExitStack
+from dataclasses import replace
+
+from bot.commands import Commands
+from bot.config import Settings
+from bot.dispatcher import Dispatcher
+from bot.errors import StartupError
+from bot.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
+from channels.base import Channel, ChannelHealth
+from core.context import ContextBuilder
+from core.llm import LLMProvider, provider_from_config
+from core.processor import MessageProcessor, ProcessorOptions
+from core.search import duckduckgo_backend
+from core.tokens import get_counter
+from core.toolloop import ToolLoop, default_registry
+from core.triggers import TriggerPolicy
+from core.workspace import ensure_workspace
+from memory.store import SqlStorage, open_storage
+
+log = logging.getLogger(__name__)
+
+
+class App:
+    """Owns the daemon's parts for one run; `async with App(...)` starts and stops them."""
+
+    def __init__(self, settings: Settings, *, mode: RunMode = "run", deps: ChannelDeps | None = None):
+        self.settings = settings
+        self.mode = mode
+        self.channels: list[Channel] = []
+        self.processor: MessageProcessor | None = None
+        self.storage: SqlStorage | None = None
+        self._deps = deps
+        self._stack = AsyncExitStack()
+
+    def health(self) -> dict[str, ChannelHealth]:
+        return {channel.name: channel.health() for channel in self.channels}
+
+    async def __aenter__(self) -> App:
+        try:
+            await self._start()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    async def _start(self) -> None:
+        settings = self.settings
+        self._check_model_reachable()
+        ensure_workspace(settings.bot.workspace, settings.bot.name)
+        options = ProcessorOptions(
+            history_limit=settings.context.history_limit, reply_tokens=settings.llm.reply_tokens
+        )
+        self.storage = await open_storage(settings.storage.url, lock_pool_size=options.max_in_flight)
+        self._stack.push_async_callback(self.storage.close)
+        llm = await self._llm()
+        self._stack.push_async_callback(llm.close)
+        counter = get_counter(settings.context.tokenizer)
+        context = ContextBuilder(
+            settings.bot.workspace,
+            max_tokens=settings.llm.context_window,
+            token_counter=counter,
+            reply_tokens=settings.llm.reply_tokens,
+            bot_name=settings.bot.name,
+            timezone=settings.bot.timezone,
+        )
+        self.processor = MessageProcessor(
+            store=self.storage,
+            llm=llm,
+            context=context,
+            counter=counter,
+            options=options,
+            tool_loop=self._tool_loop(llm),
+        )
+        commands = Commands(
+            store=self.storage,
+            admins=frozenset(settings.bot.admins),
+            bot_name=settings.bot.name,
+            context_report=self.processor.last_report,
+        )
+        dispatcher = Dispatcher(
+            processor=self.processor,
+            commands=commands,
+            policy=TriggerPolicy.create(settings.bot.name, settings.groups.wake_words),
+            store_untriggered=settings.groups.store_untriggered,
+        )
+        deps = self._deps or default_console_deps(settings, self.health)
+        deps = replace(deps, health_source=self.health)
+        for spec in CHANNELS:
+            if spec.enabled(settings, self.mode, deps):
+                channel = spec.create(deps)
+                await channel.start(dispatcher)
+                self._stack.push_async_callback(channel.stop)
+                self.channels.append(channel)
+                log.info("channel %s started", spec.name)
+
+    def _tool_loop(self, llm: LLMProvider) -> ToolLoop:
+        tools = self.settings.tools
+        search = duckduckgo_backend(tools.search_results, tools.search_timeout_s)
+        self._stack.callback(search.close)
+        return ToolLoop(
+            default_registry(search, search_enabled=tools.search),
+            llm,
+            max_rounds=tools.max_rounds,
+            handler_timeout_s=tools.search_timeout_s + 2,
+            mode=tools.mode,
+            max_tokens=self.settings.llm.reply_tokens,
+        )
+
+    def _uses_endpoint(self) -> bool:
+        return bool(self.settings.llm.base_url or self.settings.llm.api_key)
+
+    def _check_model_reachable(self) -> None:
+        """Fail before touching storage when there is no endpoint and no embedded model."""
+        if self._uses_endpoint():
+            return
+        from bot.embedded import unavailable_reason
+
+        reason = unavailable_reason(self.settings.llm.local_model)
+        if reason:
+            raise StartupError(reason)
+
+    async def _llm(self) -> LLMProvider:
+        llm = self.settings.llm
+        if self._uses_endpoint():
+            return provider_from_config(llm)
+        from bot.embedded import EmbeddedModel, EmbeddedModelUnavailable
+
+        embedded = EmbeddedModel(llm.local_model, context_window=llm.context_window)
+        try:
+            base_url = await self._stack.enter_async_context(embedded)
+        except EmbeddedModelUnavailable as exc:
+            raise StartupError(str(exc)) from None
+        return provider_from_config(llm, base_url_override=base_url, model_override=embedded.model_name)
+
+    async def stop(self, timeout_s: float = 30.0) -> None:
+        """Finish in-flight turns (channels still up to deliver them), then close all."""
+        if self.processor is not None:
+            await self.processor.shutdown(timeout_s)
+        await self._stack.aclose()
+        self.channels.clear()
+
+    async def wait_console_or(self, stop: asyncio.Event) -> None:
+        """Run until asked to stop, or until the person at the console ends the session."""
+        waiters = [asyncio.ensure_future(stop.wait())]
+        for channel in self.channels:
+            finished = getattr(channel, "finished", None)
+            if isinstance(finished, asyncio.Event):
+                waiters.append(asyncio.ensure_future(finished.wait()))
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()

@@ -1,0 +1,121 @@
+"""`chatterd` command line: run, chat, db upgrade, config check, memory."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+from importlib.metadata import PackageNotFoundError, version
+
+from bot.config import ConfigError, Settings, config_path, load_config, mask_secrets
+from bot.errors import StartupError
+
+EXIT_CONFIG = 2
+SHUTDOWN_TIMEOUT_S = 30.0
+log = logging.getLogger("chatterd")
+
+
+def _version() -> str:
+    try:
+        return version("chatterd")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="chatterd", description="Chat-bot agent daemon.")
+    parser.add_argument("--version", action="version", version=f"chatterd {_version()}")
+    parser.add_argument("--config", help="path to config.toml (default: $CHATTERD_CONFIG or ./config.toml)")
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("run", help="run the daemon with every enabled channel")
+    sub.add_parser("chat", help="talk to the bot in this terminal")
+    db = sub.add_parser("db", help="database maintenance")
+    db.add_subparsers(dest="db_command", required=True).add_parser("upgrade", help="apply migrations")
+    cfg = sub.add_parser("config", help="configuration")
+    cfg.add_subparsers(dest="config_command", required=True).add_parser(
+        "check", help="validate and print the effective config (secrets masked)"
+    )
+    from bot.memory_cli import add_memory_parser
+
+    add_memory_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _setup_logging(args.log_level, quiet=args.command == "chat")
+    try:
+        settings = load_config(config_path(args.config))
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        return _dispatch(args, settings)
+    except StartupError as exc:
+        print(f"chatterd: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
+    if args.command in ("run", "chat"):
+        return asyncio.run(_serve(settings, args.command))
+    if args.command == "db":
+        from memory.migrate import upgrade
+
+        upgrade(settings.storage.url)
+        print(f"database is at the newest schema: {_safe_url(settings.storage.url)}")
+        return 0
+    if args.command == "config":
+        print(json.dumps(mask_secrets(settings), indent=2, ensure_ascii=False))
+        return 0
+    from bot.memory_cli import run_memory_command
+
+    return asyncio.run(run_memory_command(args, settings))
+
+
+async def _serve(settings: Settings, mode: str) -> int:
+    from bot.app import App
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover - non-Unix
+            pass
+    app = App(settings, mode="chat" if mode == "chat" else "run")
+    async with app:
+        names = ", ".join(channel.name for channel in app.channels) or "none"
+        log.info("chatterd %s ready; channels: %s", _version(), names)
+        await app.wait_console_or(stop)
+        log.info("stopping: finishing turns in flight (up to %.0fs)", SHUTDOWN_TIMEOUT_S)
+        await app.stop(SHUTDOWN_TIMEOUT_S)
+    return 0
+
+
+def _safe_url(url: str) -> str:
+    """A database URL without its password."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _setup_logging(level: str, *, quiet: bool) -> None:
+    logging.basicConfig(
+        level=logging.WARNING if quiet else getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # Library loggers that would print request URLs (a Telegram URL carries the token).
+    for noisy in ("httpx", "httpcore", "httpx2", "httpcore2", "telegram.ext", "openai", "aiohttp.access", "alembic"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

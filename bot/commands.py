@@ -1,0 +1,213 @@
+"""Chat commands: /help, /reset, /context, /memory. Same behaviour on every channel.
+
+Commands never reach the model and are not stored as history. Permission is decided
+here, against the explicit admin allowlist from `[bot] admins`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from core.messages import ChatType, InboundMessage, Reply
+from core.report import format_report
+from memory.types import MemoryItem, MemoryStore, TurnStore
+
+PLATFORM_ID = re.compile(r"^(telegram|qq|http|console):(\S+)$")
+MENTION = re.compile(r"^@(\S.*)$")
+NAME_LOOKBACK_TURNS = 500
+
+
+class CommandStore(TurnStore, MemoryStore, Protocol):
+    pass
+
+
+ReportSource = Callable[[str, str], dict[str, Any] | None]
+
+
+@dataclass(frozen=True)
+class Target:
+    platform: str
+    user_id: str
+    label: str
+
+
+class Commands:
+    """Parses and runs one command message; returns the reply for the same chat."""
+
+    def __init__(
+        self,
+        *,
+        store: CommandStore,
+        admins: frozenset[str],
+        bot_name: str,
+        context_report: ReportSource,
+    ) -> None:
+        self._store = store
+        self._admins = admins
+        self._bot_name = bot_name
+        self._report = context_report
+        self._handlers: dict[str, Callable[[InboundMessage, list[str]], Awaitable[Reply]]] = {
+            "help": self._help,
+            "start": self._help,
+            "reset": self._reset,
+            "context": self._context,
+            "memory": self._memory,
+        }
+
+    @property
+    def names(self) -> list[str]:
+        return ["help", "reset", "context", "memory"]
+
+    async def handle(self, message: InboundMessage) -> Reply:
+        name, args = parse_command(message.text)
+        handler = self._handlers.get(name)
+        if handler is None:
+            return Reply(f"Unknown command /{name}. Send /help to see what I can do.")
+        return await handler(message, args)
+
+    def is_admin(self, message: InboundMessage) -> bool:
+        return message.sender_key in self._admins
+
+    async def _help(self, message: InboundMessage, args: list[str]) -> Reply:
+        lines = [
+            f"I'm {self._bot_name}, a chat assistant. In groups, mention me, reply to me or "
+            "say my name; in a private chat just talk.",
+            "",
+            "/memory — what I remember about you (numbered)",
+            "/memory add <text> — remember something",
+            "/memory forget <n> — forget item n",
+            "/memory clear — forget everything about you (asks to confirm)",
+            "/reset — clear our private chat's history (memories stay)",
+            "/context — what my last answer in this chat was built from",
+            "/help — this list",
+        ]
+        if self.is_admin(message):
+            lines += [
+                "",
+                "Admin: /memory show|add|forget|clear with @name, platform:id, or as a reply "
+                "to the person's message; /reset in a group clears its history; "
+                "/context platform:chat_id.",
+            ]
+        return Reply("\n".join(lines))
+
+    async def _reset(self, message: InboundMessage, args: list[str]) -> Reply:
+        if message.chat_type is ChatType.GROUP and not self.is_admin(message):
+            return Reply("Only an admin can reset a group's history. In a private chat, /reset clears ours.")
+        removed = await self._store.clear_history(message.platform, message.chat_id)
+        where = "this group's" if message.chat_type is ChatType.GROUP else "our"
+        return Reply(f"Done: cleared {where} chat history ({removed} messages). Memories are kept.")
+
+    async def _context(self, message: InboundMessage, args: list[str]) -> Reply:
+        platform, chat_id = message.platform, message.chat_id
+        if args:
+            named = PLATFORM_ID.match(args[0])
+            if not named:
+                return Reply("Usage: /context, or (admins) /context platform:chat_id")
+            if not self.is_admin(message):
+                return Reply("Only admins can look at another chat's context.")
+            platform, chat_id = named.group(1), named.group(2)
+        report = self._report(platform, chat_id)
+        if report is None:
+            return Reply("No answered turn in that chat since I started, so nothing to report yet.")
+        return Reply(format_report(report), private=message.chat_type is ChatType.GROUP and bool(args))
+
+    async def _memory(self, message: InboundMessage, args: list[str]) -> Reply:
+        sub = args[0].casefold() if args else "show"
+        rest = args[1:] if args else []
+        if sub not in {"show", "list", "add", "forget", "delete", "clear"}:
+            rest, sub = args, "show"
+        target, rest, refusal = await self._target(message, rest)
+        if refusal:
+            return Reply(refusal)
+        assert target is not None
+        if sub in {"show", "list"}:
+            return await self._memory_show(message, target)
+        if sub == "add":
+            return await self._memory_add(message, target, " ".join(rest))
+        if sub in {"forget", "delete"}:
+            return await self._memory_forget(target, rest)
+        return await self._memory_clear(message, target, rest)
+
+    async def _memory_show(self, message: InboundMessage, target: Target) -> Reply:
+        items = await self._store.list_memories(target.platform, target.user_id)
+        own = target.label == "you"
+        if not items:
+            text = "I don't remember anything about you yet." if own else f"No memories for {target.label}."
+        else:
+            head = "What I remember about you:" if own else f"Memories of {target.label}:"
+            text = "\n".join([head, *numbered(items)])
+        return Reply(text, private=message.chat_type is ChatType.GROUP)
+
+    async def _memory_add(self, message: InboundMessage, target: Target, text: str) -> Reply:
+        text = text.strip()
+        if not text:
+            return Reply("Usage: /memory add <text>")
+        try:
+            added = await self._store.add_memory(target.platform, target.user_id, text, message.sender_key)
+        except ValueError as exc:
+            return Reply(f"Not saved: {exc}")
+        if added is None:
+            return Reply("I already remember that.")
+        return Reply("Got it, I'll remember that." if target.label == "you" else f"Saved for {target.label}.")
+
+    async def _memory_forget(self, target: Target, rest: list[str]) -> Reply:
+        if len(rest) != 1 or not rest[0].isdigit() or int(rest[0]) < 1:
+            return Reply("Usage: /memory forget <n> — n is the number shown by /memory")
+        items = await self._store.list_memories(target.platform, target.user_id)
+        index = int(rest[0])
+        if index > len(items):
+            return Reply(f"There is no item {index}; /memory shows {len(items)} item(s).")
+        await self._store.delete_memory(target.platform, target.user_id, items[index - 1].id)
+        return Reply(f"Forgotten: {shorten(items[index - 1].content)}")
+
+    async def _memory_clear(self, message: InboundMessage, target: Target, rest: list[str]) -> Reply:
+        if [word.casefold() for word in rest] != ["confirm"]:
+            whose = "everything I remember about you" if target.label == "you" else f"all memories of {target.label}"
+            suffix = "" if target.label == "you" else f" {target.label}"
+            return Reply(f"This deletes {whose}. To go ahead, send: /memory clear{suffix} confirm")
+        removed = await self._store.clear_memories(target.platform, target.user_id)
+        return Reply(f"Done: forgot {removed} item(s).")
+
+    async def _target(self, message: InboundMessage, rest: list[str]) -> tuple[Target | None, list[str], str]:
+        """Whose memory: yours, unless an admin names someone (or replies to them)."""
+        named: Target | None = None
+        if rest and (match := PLATFORM_ID.match(rest[0])):
+            named = Target(match.group(1), match.group(2), rest[0])
+            rest = rest[1:]
+        elif rest and (match := MENTION.match(rest[0])):
+            named = await self._by_name(message, match.group(1))
+            if named is None:
+                return None, rest, f"I don't know anyone called @{match.group(1)} in this chat."
+            rest = rest[1:]
+        elif message.reply_to_sender_id and message.reply_to_sender_id != message.sender_id:
+            named = Target(message.platform, message.reply_to_sender_id, f"{message.platform}:{message.reply_to_sender_id}")
+        if named is None or (named.platform, named.user_id) == (message.platform, message.sender_id):
+            return Target(message.platform, message.sender_id, "you"), rest, ""
+        if not self.is_admin(message):
+            return None, rest, "Only admins can manage someone else's memory."
+        return named, rest, ""
+
+    async def _by_name(self, message: InboundMessage, name: str) -> Target | None:
+        wanted = name.casefold()
+        turns = await self._store.recent_turns(message.platform, message.chat_id, NAME_LOOKBACK_TURNS)
+        for turn in reversed(turns):
+            if turn.sender_id and turn.sender_name and turn.sender_name.casefold() == wanted:
+                return Target(turn.platform, turn.sender_id, f"@{turn.sender_name}")
+        return None
+
+
+def parse_command(text: str) -> tuple[str, list[str]]:
+    """`/Memory   add  x y` -> ("memory", ["add", "x", "y"]); any whitespace, any script."""
+    head, *args = text.strip().split()
+    return head[1:].split("@", 1)[0].casefold(), args
+
+
+def numbered(items: list[MemoryItem]) -> list[str]:
+    return [f"{i}. {item.content}" for i, item in enumerate(items, start=1)]
+
+
+def shorten(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,439 @@
+"""Assemble a system prompt from prioritised components under an exact token budget.
+
+Why: the system prompt holds material of very different value (identity, session rules,
+memory, search results). When it does not fit, the least important material must go
+first, cut at a readable boundary and marked, and the caller must learn exactly what
+was kept. Counts are of the assembled text itself, headers and separators included.
+
+Exactness without recounting the whole prompt: sections are "# NAME\\ncontent" joined by
+a blank line. For a regex-pretokenizing BPE (o200k/cl100k, `counter.pretokenized`), a
+newline followed by "#" is always a piece boundary, so the prompt's count is the sum of
+count(section + "\\n\\n") over all sections but the last, plus count(last section). Each of
+those is cached per component, so re-assembling after one component changed only
+tokenizes that component. Other counters (estimates, custom) get a full recount.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, Literal
+
+from core.tokens import TokenCounter, get_counter
+
+log = logging.getLogger(__name__)
+
+SECTION_SEPARATOR = "\n\n"
+TRUNCATION_MARKER = "…[truncated]"
+_MARKER_LINE = "\n" + TRUNCATION_MARKER
+_SENTENCE_END = re.compile(r"(?:[.!?;…]+[\"'”’)\]]*(?=\s))|(?:[。！？；…]+[”’」』）]*)")
+_CUT_CACHE_SIZE = 8
+_FULL = "full"
+
+Order = Literal["priority", "insertion"]
+
+
+class ComponentPriority(IntEnum):
+    """How much a component matters; lower priorities are truncated or dropped first."""
+
+    CRITICAL = 100
+    HIGH = 90
+    MEDIUM = 70
+    LOW = 50
+    OPTIONAL = 30
+
+
+class ContextOverflowError(ValueError):
+    """Material that may not be cut does not fit the budget; never dropped silently."""
+
+    def __init__(self, components: list[tuple[str, int]], required_tokens: int, budget: int):
+        self.components = [name for name, _ in components]
+        self.required_tokens = required_tokens
+        self.budget = budget
+        detail = ", ".join(f"{name} ({tokens} tokens)" for name, tokens in components)
+        super().__init__(
+            f"non-truncatable context needs {required_tokens} tokens but the budget is "
+            f"{budget}: {detail}"
+        )
+
+
+@dataclass(frozen=True)
+class _Cut:
+    """A truncated rendering of one section."""
+
+    text: str
+    sep_tokens: int
+    kept_chars: int
+
+
+@dataclass(eq=False)
+class _Component:
+    name: str
+    content: str
+    priority: int
+    truncatable: bool
+    seq: int
+    sep_tokens: int = -1  # count(section + separator); -1 = not counted yet
+    bare_tokens: int = -1  # count(section)
+    cuts: dict[int, _Cut | None] = field(default_factory=dict)
+
+    @property
+    def section(self) -> str:
+        return f"# {self.name}\n{self.content}"
+
+
+@dataclass
+class _Plan:
+    text: str
+    total: int
+    requested: int
+    rows: list[dict[str, Any]]
+
+
+class ContextAssembler:
+    """Collects named components and assembles them within `max_tokens`.
+
+    Adding a component whose name exists replaces it in place (same insertion slot), so
+    one assembler can be kept and updated turn after turn; unchanged components are
+    never re-tokenized and an unchanged assembler returns its cached result.
+    """
+
+    def __init__(
+        self,
+        max_tokens: int = 16000,
+        token_counter: TokenCounter | str | None = None,
+        order: Order = "priority",
+        *,
+        min_truncated_tokens: int = 32,
+    ) -> None:
+        if order not in ("priority", "insertion"):
+            raise ValueError(f"order must be 'priority' or 'insertion', not {order!r}")
+        if not isinstance(min_truncated_tokens, int) or min_truncated_tokens < 1:
+            raise ValueError("min_truncated_tokens must be a positive int")
+        if token_counter is None or isinstance(token_counter, str):
+            token_counter = get_counter(token_counter)
+        self._counter: TokenCounter = token_counter
+        self._order: Order = order
+        self.min_truncated_tokens = min_truncated_tokens
+        self._max_tokens = _check_budget(max_tokens)
+        self._components: dict[str, _Component] = {}
+        self._seq = 0
+        self._version = 0
+        self._cached: tuple[int, _Plan] | None = None
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        return self._counter
+
+    @property
+    def order(self) -> Order:
+        return self._order
+
+    @property
+    def max_tokens(self) -> int:
+        return self._max_tokens
+
+    @max_tokens.setter
+    def max_tokens(self, value: int) -> None:
+        self._max_tokens = _check_budget(value)
+        self._version += 1
+
+    def add_component(
+        self, name: str, content: str | None, priority: int, truncatable: bool = True
+    ) -> None:
+        """Add or replace a component. Empty content adds nothing (and clears `name`)."""
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError("component name must be a non-empty string")
+        if "\n" in name or "\r" in name:
+            raise ValueError(f"component name must be one line: {name!r}")
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise TypeError(f"priority must be an int (ComponentPriority), not {priority!r}")
+        if content is not None and not isinstance(content, str):
+            raise TypeError(f"content of {name!r} must be str, not {type(content).__name__}")
+        name = name.strip()
+        # Leading blank lines and trailing whitespace carry nothing, and a section that ends
+        # in non-space is what makes the separator a clean token boundary.
+        text = (content or "").lstrip("\r\n").rstrip()
+        old = self._components.get(name)
+        if not text:
+            if old is not None:
+                del self._components[name]
+                self._version += 1
+            return
+        if old is not None:
+            if old.content == text and old.priority == priority and old.truncatable == truncatable:
+                return
+            seq = old.seq
+            if old.content == text:  # keep the counts, only the policy changed
+                old.priority, old.truncatable = int(priority), bool(truncatable)
+                self._version += 1
+                return
+        else:
+            seq = self._seq
+            self._seq += 1
+        self._components[name] = _Component(name, text, int(priority), bool(truncatable), seq)
+        self._version += 1
+
+    def remove_component(self, name: str) -> bool:
+        """Remove a component; True if it existed."""
+        removed = self._components.pop(name, None) is not None
+        if removed:
+            self._version += 1
+        return removed
+
+    def clear(self) -> None:
+        self._components.clear()
+        self._version += 1
+
+    def __len__(self) -> int:
+        return len(self._components)
+
+    def assemble(self) -> str:
+        """The prompt: sections "# NAME\\ncontent" joined by a blank line, within budget."""
+        return self._plan().text
+
+    def get_summary(self) -> dict[str, Any]:
+        """What was kept, truncated and dropped, with exact token counts."""
+        plan = self._plan()
+        return {
+            "components": [dict(row) for row in plan.rows],
+            "total_tokens": plan.total,
+            "requested_tokens": plan.requested,
+            "budget": self._max_tokens,
+            "overflow": max(0, plan.requested - self._max_tokens),
+            "exact": bool(self.token_counter.exact),
+            "tokenizer": self.token_counter.name,
+        }
+
+    # -- planning ---------------------------------------------------------------------
+
+    def _plan(self) -> _Plan:
+        if self._cached is not None and self._cached[0] == self._version:
+            return self._cached[1]
+        plan = self._make_plan()
+        self._cached = (self._version, plan)
+        return plan
+
+    def _ordered(self) -> list[_Component]:
+        comps = list(self._components.values())
+        if self._order == "insertion":
+            return sorted(comps, key=lambda c: c.seq)
+        return sorted(comps, key=lambda c: (-c.priority, c.seq))
+
+    def _make_plan(self) -> _Plan:
+        budget = self._max_tokens
+        ordered = self._ordered()
+        for comp in ordered:
+            if comp.sep_tokens < 0:
+                comp.sep_tokens = self._count(comp.section + SECTION_SEPARATOR)
+        full: dict[_Component, _Cut | str | None] = {c: _FULL for c in ordered}
+        requested = self._total(ordered, full)
+        choice = dict(full)
+        if requested > budget:
+            required = [c for c in ordered if not c.truncatable]
+            need = self._total(required, full)
+            if need > budget:
+                raise ContextOverflowError([(c.name, c.sep_tokens) for c in required], need, budget)
+            remaining = budget - sum(c.sep_tokens for c in required)
+            for comp in sorted(ordered, key=lambda c: (-c.priority, c.seq)):
+                if not comp.truncatable:
+                    continue
+                if comp.sep_tokens <= remaining:
+                    remaining -= comp.sep_tokens
+                    continue
+                cut = self._truncate(comp, remaining)
+                choice[comp] = cut
+                if cut is not None:
+                    remaining -= cut.sep_tokens
+            self._fit_exactly(ordered, choice, budget)
+        return self._render(ordered, choice, requested)
+
+    def _fit_exactly(
+        self, ordered: list[_Component], choice: dict[_Component, _Cut | str | None], budget: int
+    ) -> None:
+        """Shrink the least important kept parts until the exact total fits (rarely needed)."""
+        for _ in range(4 * len(ordered) + 4):
+            total = self._total(ordered, choice)
+            if total <= budget:
+                return
+            victims = [c for c in ordered if c.truncatable and choice[c] is not None]
+            if not victims:
+                break
+            victim = min(victims, key=lambda c: (c.priority, -c.seq))
+            current = choice[victim]
+            size = victim.sep_tokens if current == _FULL else current.sep_tokens  # type: ignore[union-attr]
+            choice[victim] = self._truncate(victim, size - (total - budget) - 1)
+        required = [c for c in ordered if not c.truncatable]
+        raise ContextOverflowError(
+            [(c.name, c.sep_tokens) for c in required], self._total(required, choice), budget
+        )
+
+    def _total(self, ordered: list[_Component], choice: dict[_Component, Any]) -> int:
+        """Exact token count of the assembled text for this choice of kept parts."""
+        kept = [c for c in ordered if choice.get(c) is not None]
+        if not kept:
+            return 0
+        if not getattr(self.token_counter, "pretokenized", False):
+            texts = [self._text_of(c, choice[c]) for c in kept]
+            return self._count(SECTION_SEPARATOR.join(texts))
+        total = 0
+        for comp in kept[:-1]:
+            cut = choice[comp]
+            total += comp.sep_tokens if cut == _FULL else cut.sep_tokens
+        last, cut = kept[-1], choice[kept[-1]]
+        if cut == _FULL:
+            if last.bare_tokens < 0:
+                last.bare_tokens = self._count(last.section)
+            return total + last.bare_tokens
+        return total + self._count(cut.text)
+
+    @staticmethod
+    def _text_of(comp: _Component, cut: _Cut | str) -> str:
+        return comp.section if cut == _FULL else cut.text  # type: ignore[union-attr]
+
+    def _render(
+        self, ordered: list[_Component], choice: dict[_Component, Any], requested: int
+    ) -> _Plan:
+        kept = [c for c in ordered if choice[c] is not None]
+        text = SECTION_SEPARATOR.join(self._text_of(c, choice[c]) for c in kept)
+        total = self._total(ordered, choice)
+        rows: list[dict[str, Any]] = []
+        used = 0
+        for comp in ordered:
+            cut = choice[comp]
+            if cut is None:
+                status, kept_tokens = "dropped", 0
+            elif cut == _FULL:
+                status, kept_tokens = "included", comp.sep_tokens
+            else:
+                status, kept_tokens = "truncated", cut.sep_tokens
+            if kept and comp is kept[-1] and getattr(self.token_counter, "pretokenized", False):
+                kept_tokens = total - used
+            used += kept_tokens
+            rows.append(
+                {
+                    "name": comp.name,
+                    "priority": comp.priority,
+                    "tokens": comp.sep_tokens,
+                    "kept_tokens": kept_tokens,
+                    "truncatable": comp.truncatable,
+                    "status": status,
+                }
+            )
+        return _Plan(text=text, total=total, requested=requested, rows=rows)
+
+    # -- truncation -------------------------------------------------------------------
+
+    def _truncate(self, comp: _Component, target: int) -> _Cut | None:
+        """The longest boundary-cut version of `comp` whose section + separator fits target."""
+        if target in comp.cuts:
+            return comp.cuts[target]
+        cut = self._search_cut(comp, target)
+        if len(comp.cuts) >= _CUT_CACHE_SIZE:
+            comp.cuts.pop(next(iter(comp.cuts)))
+        comp.cuts[target] = cut
+        return cut
+
+    def _search_cut(self, comp: _Component, target: int) -> _Cut | None:
+        content, header = comp.content, f"# {comp.name}\n"
+
+        def section(p: int) -> str:
+            return header + content[:p].rstrip() + _MARKER_LINE
+
+        def cost(p: int) -> int:
+            return self._count(section(p) + SECTION_SEPARATOR)
+
+        floor = cost(0)
+        if target < floor + self.min_truncated_tokens:
+            return None
+        p_max = _largest_fitting(len(content), floor, comp.sep_tokens, target, cost)
+        q = _snap(content, p_max)
+        q_cost = cost(q) if q != p_max else -1
+        if q_cost < 0 or q_cost > target:
+            q = p_max
+            q_cost = cost(q)
+        if q_cost > target or q_cost - floor < self.min_truncated_tokens:
+            return None
+        if not content[:q].strip():
+            return None
+        return _Cut(text=section(q), sep_tokens=q_cost, kept_chars=q)
+
+    def _count(self, text: str) -> int:
+        return self.token_counter.count(text)
+
+
+def _check_budget(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_tokens must be a positive int, not {value!r}")
+    return value
+
+
+def _largest_fitting(
+    length: int, f_lo: int, f_hi: int, target: int, cost: Callable[[int], int]
+) -> int:
+    """Largest p in [0, length) with cost(p) <= target, for a near-linear cost.
+
+    Interpolation search with a bisection step whenever interpolation fails to halve the
+    interval, so a long component costs a handful of counts, not log2(length).
+    """
+    lo, hi = 0, length
+    bisect_next = False
+    while hi - lo > 1:
+        span = hi - lo
+        if bisect_next or f_hi <= f_lo:
+            guess = lo + span // 2
+        else:
+            guess = lo + int(span * (target - f_lo) / (f_hi - f_lo))
+        guess = min(max(guess, lo + 1), hi - 1)
+        value = cost(guess)
+        if value <= target:
+            lo, f_lo = guess, value
+        else:
+            hi, f_hi = guess, value
+        bisect_next = (hi - lo) * 2 > span
+    return lo
+
+
+def _snap(text: str, p: int) -> int:
+    """Move a cut back to a line end, else a sentence end, else a word; never mid-grapheme."""
+    if p <= 0:
+        return 0
+    line = text.rfind("\n", 0, p)
+    if line >= p // 2 and text[:line].strip():
+        return line
+    sentence = -1
+    for match in _SENTENCE_END.finditer(text, (p * 3) // 5, p):
+        sentence = match.end()
+    if sentence > 0:
+        return sentence
+    space = text.rfind(" ", 0, p)
+    if space >= (p * 4) // 5:
+        return space
+    q = p
+    for _ in range(8):
+        if q <= 1:
+            break
+        here, before = text[q], text[q - 1]
+        if (
+            unicodedata.combining(here)
+            or here in "\u200d\ufe0e\ufe0f\n"
+            or before == "\u200d"
+            or 0x1F3FB <= ord(here) <= 0x1F3FF  # skin-tone modifiers
+        ):
+            q -= 1
+            continue
+        break
+    return q
+
+
+__all__ = [
+    "SECTION_SEPARATOR",
+    "TRUNCATION_MARKER",
+    "ComponentPriority",
+    "ContextAssembler",
+    "ContextOverflowError",
+]

@@ -1,0 +1,197 @@
+"""The main path of a triggered message: store, build context, ask the model, store, reply."""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from core.inject import inject
+from core.llm import LLMError, LLMProvider
+from core.messages import InboundMessage
+from core.serial import ChatSerializer, TaskTracker
+from core.toolloop import ToolLoop
+from core.tools import ToolContext
+from core.turn_context import BuiltContext, TurnContextBuilder, TurnInput
+from memory.types import MemoryStore, NewTurn, Turn, TurnStore
+
+log = logging.getLogger(__name__)
+
+APOLOGY = {
+    "timeout": "Sorry, my language model took too long to answer. Please try again.",
+    "rate_limited": "Sorry, I'm getting too many requests right now. Please try again in a minute.",
+    "unavailable": "Sorry, I can't reach my language model right now. Please try again shortly.",
+}
+GENERIC_APOLOGY = "Sorry, something went wrong on my side. Please try again in a moment."
+SHUTDOWN_NOTICE = "I'm restarting right now; please send that again in a moment."
+
+
+class Store(TurnStore, MemoryStore, Protocol):
+    """The processor needs both halves of storage."""
+
+
+class TextCounter(Protocol):
+    def count(self, text: str) -> int: ...
+
+
+StoredRow = tuple[str, str, str, dict[str, Any]]  # (role, kind, content, meta)
+REPORTS_KEPT = 10_000  # /context reports remembered, most recent chats first
+# Turns images into "(Image N: ...)" notes and optional passthrough parts.
+ImageReader = Callable[[InboundMessage], Awaitable[tuple[list[str], list[dict[str, Any]]]]]
+
+
+@dataclass(frozen=True)
+class ProcessorOptions:
+    history_limit: int = 200
+    max_in_flight: int = 64
+    reply_tokens: int = 1024
+    message_suffix: str = ""
+
+
+class MessageProcessor:
+    """Handles triggered messages: per-chat order, dedupe, storage, model, reply.
+
+    Why one class: the ordering guarantees (user turn stored before the model call, the
+    assistant and tool turns stored together after it) only hold if one place owns them.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        llm: LLMProvider,
+        context: TurnContextBuilder,
+        counter: TextCounter,
+        options: ProcessorOptions | None = None,
+        tool_loop: ToolLoop | None = None,
+        read_images: ImageReader | None = None,
+    ) -> None:
+        self._store = store
+        self._llm = llm
+        self._context = context
+        self._counter = counter
+        self._options = options or ProcessorOptions()
+        self._tool_loop = tool_loop
+        self._read_images = read_images
+        self._tool_guide = tool_loop.guide() if tool_loop else ""
+        self._serial = ChatSerializer(self._options.max_in_flight)
+        self._tasks = TaskTracker()
+        self._closing = False
+        self._last_reports: OrderedDict[str, dict[str, Any]] = OrderedDict()
+
+    async def handle(self, message: InboundMessage) -> str | None:
+        """Answer one triggered message; None when it is a duplicate delivery."""
+        if self._closing:
+            return SHUTDOWN_NOTICE
+        async with self._tasks.track(), self._serial.turn(message.chat_key):
+            async with self._store.chat_lock(message.platform, message.chat_id):
+                return await self._handle_in_order(message)
+
+    async def remember_context(self, message: InboundMessage) -> None:
+        """Store a group message that did not trigger the bot, so later turns see it."""
+        if self._closing:
+            return
+        async with self._tasks.track(), self._serial.turn(message.chat_key):
+            content = inject(message.sender_name, message.sender_id, message.text, [])
+            await self._store.add_turn(self._user_turn(message, content, kind="context"))
+
+    def last_report(self, platform: str, chat_id: str) -> dict[str, Any] | None:
+        """The context report of the chat's last answered turn (for `/context`)."""
+        return self._last_reports.get(f"{platform}:{chat_id}")
+
+    async def shutdown(self, timeout_s: float) -> int:
+        """Refuse new turns, finish in-flight ones; returns how many had to be cancelled."""
+        self._closing = True
+        cancelled = await self._tasks.drain(timeout_s)
+        if cancelled:
+            log.warning("shutdown: cancelled %d turn(s) still running after %.0fs", cancelled, timeout_s)
+        return cancelled
+
+    async def _handle_in_order(self, message: InboundMessage) -> str | None:
+        notes, image_parts = await self._images(message)
+        content = inject(
+            message.sender_name, message.sender_id, message.text, notes, self._options.message_suffix
+        )
+        stored = await self._store.add_turn(self._user_turn(message, content, kind="message"))
+        if stored is None:
+            log.info("duplicate delivery of %s message %s ignored", message.chat_key, message.message_id)
+            return None
+        history = await self._history(message, before_id=stored.id)
+        memories = await self._store.list_memories(message.platform, message.sender_id)
+        built = self._context.build_turn(
+            TurnInput(
+                message=message,
+                user_content=content,
+                user_tokens=stored.token_count,
+                history=history,
+                memories=memories,
+                image_parts=image_parts,
+                tool_guide=self._tool_guide,
+            )
+        )
+        self._keep_report(message.chat_key, built.report)
+        try:
+            reply, turns = await self._answer(built, message)
+        except LLMError as exc:
+            log.warning("model call failed for %s: %s (%s)", message.chat_key, exc.kind, exc)
+            return APOLOGY.get(exc.kind, GENERIC_APOLOGY)
+        await self._store.add_turns([self._bot_turn(message, *turn) for turn in turns])
+        return reply
+
+    def _keep_report(self, chat_key: str, report: dict[str, Any]) -> None:
+        self._last_reports[chat_key] = report
+        self._last_reports.move_to_end(chat_key)
+        while len(self._last_reports) > REPORTS_KEPT:
+            self._last_reports.popitem(last=False)
+
+    async def _history(self, message: InboundMessage, before_id: int) -> Sequence[Turn]:
+        return await self._store.recent_turns(
+            message.platform, message.chat_id, self._options.history_limit, before_id=before_id
+        )
+
+    async def _images(self, message: InboundMessage) -> tuple[list[str], list[dict[str, Any]]]:
+        if not message.images:
+            return [], []
+        if self._read_images is None:
+            return ["not described"] * len(message.images), []
+        return await self._read_images(message)
+
+    async def _answer(self, built: BuiltContext, message: InboundMessage) -> tuple[str, list[StoredRow]]:
+        """The reply and every turn to store after the user's: tool turns, then the answer."""
+        if self._tool_loop is not None:
+            result = await self._tool_loop.run(built.messages, ToolContext.for_message(message, self._store))
+            return result.reply, result.storage_turns()
+        answer = await self._llm.chat(built.messages, max_tokens=self._options.reply_tokens)
+        reply = answer.text.strip() or "…"
+        return reply, [("assistant", "message", reply, {})]
+
+    def _user_turn(self, message: InboundMessage, content: str, kind: str) -> NewTurn:
+        return NewTurn(
+            platform=message.platform,
+            chat_id=message.chat_id,
+            chat_type=message.chat_type.value,
+            role="user",
+            kind=kind,  # type: ignore[arg-type]
+            content=content,
+            token_count=self._counter.count(content),
+            sender_id=message.sender_id,
+            sender_name=message.sender_name,
+            platform_message_id=message.message_id,
+            created_at=message.timestamp,
+        )
+
+    def _bot_turn(
+        self, message: InboundMessage, role: str, kind: str, content: str, meta: dict[str, Any]
+    ) -> NewTurn:
+        return NewTurn(
+            platform=message.platform,
+            chat_id=message.chat_id,
+            chat_type=message.chat_type.value,
+            role=role,  # type: ignore[arg-type]
+            kind=kind,  # type: ignore[arg-type]
+            content=content,
+            token_count=self._counter.count(content),
+            meta=meta,
+        )
