@@ -14,12 +14,13 @@ from bot.errors import StartupError
 from bot.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
 from channels.base import Channel, ChannelHealth
 from core.context import ContextBuilder
-from core.llm import LLMProvider, provider_from_config
+from core.llm import OPENAI_BASE_URL, LLMProvider, OpenAIProvider, provider_from_config
 from core.processor import MessageProcessor, ProcessorOptions
 from core.search import duckduckgo_backend
 from core.tokens import get_counter
 from core.toolloop import ToolLoop, default_registry
 from core.triggers import TriggerPolicy
+from core.vision import VisionReader
 from core.workspace import ensure_workspace
 from memory.store import SqlStorage, open_storage
 
@@ -29,7 +30,9 @@ log = logging.getLogger(__name__)
 class App:
     """Owns the daemon's parts for one run; `async with App(...)` starts and stops them."""
 
-    def __init__(self, settings: Settings, *, mode: RunMode = "run", deps: ChannelDeps | None = None):
+    def __init__(
+        self, settings: Settings, *, mode: RunMode = "run", deps: ChannelDeps | None = None
+    ):
         self.settings = settings
         self.mode = mode
         self.channels: list[Channel] = []
@@ -59,7 +62,9 @@ class App:
         options = ProcessorOptions(
             history_limit=settings.context.history_limit, reply_tokens=settings.llm.reply_tokens
         )
-        self.storage = await open_storage(settings.storage.url, lock_pool_size=options.max_in_flight)
+        self.storage = await open_storage(
+            settings.storage.url, lock_pool_size=options.max_in_flight
+        )
         self._stack.push_async_callback(self.storage.close)
         llm = await self._llm()
         self._stack.push_async_callback(llm.close)
@@ -79,6 +84,7 @@ class App:
             counter=counter,
             options=options,
             tool_loop=self._tool_loop(llm),
+            read_images=self._vision_reader(),
         )
         commands = Commands(
             store=self.storage,
@@ -101,6 +107,28 @@ class App:
                 self._stack.push_async_callback(channel.stop)
                 self.channels.append(channel)
                 log.info("channel %s started", spec.name)
+
+    def _vision_reader(self) -> VisionReader:
+        vision, llm = self.settings.vision, self.settings.llm
+        provider = None
+        if vision.enabled and vision.mode == "describe":
+            key = vision.api_key or llm.api_key
+            provider = OpenAIProvider(
+                base_url=vision.base_url or llm.base_url or OPENAI_BASE_URL,
+                api_key=key.get_secret_value() if key else None,
+                model=vision.model,
+                timeout_s=llm.timeout_s,
+                max_retries=llm.max_retries,
+                temperature=0.2,
+            )
+            self._stack.push_async_callback(provider.close)
+        return VisionReader(
+            provider,
+            enabled=vision.enabled,
+            mode=vision.mode,
+            max_bytes=vision.max_bytes,
+            timeout_s=llm.timeout_s,
+        )
 
     def _tool_loop(self, llm: LLMProvider) -> ToolLoop:
         tools = self.settings.tools
@@ -139,7 +167,9 @@ class App:
             base_url = await self._stack.enter_async_context(embedded)
         except EmbeddedModelUnavailable as exc:
             raise StartupError(str(exc)) from None
-        return provider_from_config(llm, base_url_override=base_url, model_override=embedded.model_name)
+        return provider_from_config(
+            llm, base_url_override=base_url, model_override=embedded.model_name
+        )
 
     async def stop(self, timeout_s: float = 30.0) -> None:
         """Finish in-flight turns (channels still up to deliver them), then close all."""

@@ -28,13 +28,17 @@ def _version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chatterd", description="Chat-bot agent daemon.")
     parser.add_argument("--version", action="version", version=f"chatterd {_version()}")
-    parser.add_argument("--config", help="path to config.toml (default: $CHATTERD_CONFIG or ./config.toml)")
+    parser.add_argument(
+        "--config", help="path to config.toml (default: $CHATTERD_CONFIG or ./config.toml)"
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("run", help="run the daemon with every enabled channel")
     sub.add_parser("chat", help="talk to the bot in this terminal")
     db = sub.add_parser("db", help="database maintenance")
-    db.add_subparsers(dest="db_command", required=True).add_parser("upgrade", help="apply migrations")
+    db.add_subparsers(dest="db_command", required=True).add_parser(
+        "upgrade", help="apply migrations"
+    )
     cfg = sub.add_parser("config", help="configuration")
     cfg.add_subparsers(dest="config_command", required=True).add_parser(
         "check", help="validate and print the effective config (secrets masked)"
@@ -113,7 +117,16 @@ def _setup_logging(level: str, *, quiet: bool) -> None:
         stream=sys.stderr,
     )
     # Library loggers that would print request URLs (a Telegram URL carries the token).
-    for noisy in ("httpx", "httpcore", "httpx2", "httpcore2", "telegram.ext", "openai", "aiohttp.access", "alembic"):
+    for noisy in (
+        "httpx",
+        "httpcore",
+        "httpx2",
+        "httpcore2",
+        "telegram.ext",
+        "openai",
+        "aiohttp.access",
+        "alembic",
+    ):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

@@ -15,7 +15,8 @@ from core.messages import ChatType, InboundMessage, Reply
 from core.report import format_report
 from memory.types import MemoryItem, MemoryStore, TurnStore
 
-PLATFORM_ID = re.compile(r"^(telegram|qq|http|console):(\S+)$")
+# An id never starts with "/", so a URL such as http://example.org is text, not a user.
+PLATFORM_ID = re.compile(r"^(telegram|qq|http|console):([^\s/]\S*)$")
 MENTION = re.compile(r"^@(\S.*)$")
 NAME_LOOKBACK_TURNS = 500
 
@@ -95,7 +96,9 @@ class Commands:
 
     async def _reset(self, message: InboundMessage, args: list[str]) -> Reply:
         if message.chat_type is ChatType.GROUP and not self.is_admin(message):
-            return Reply("Only an admin can reset a group's history. In a private chat, /reset clears ours.")
+            return Reply(
+                "Only an admin can reset a group's history. In a private chat, /reset clears ours."
+            )
         removed = await self._store.clear_history(message.platform, message.chat_id)
         where = "this group's" if message.chat_type is ChatType.GROUP else "our"
         return Reply(f"Done: cleared {where} chat history ({removed} messages). Memories are kept.")
@@ -112,7 +115,9 @@ class Commands:
         report = self._report(platform, chat_id)
         if report is None:
             return Reply("No answered turn in that chat since I started, so nothing to report yet.")
-        return Reply(format_report(report), private=message.chat_type is ChatType.GROUP and bool(args))
+        return Reply(
+            format_report(report), private=message.chat_type is ChatType.GROUP and bool(args)
+        )
 
     async def _memory(self, message: InboundMessage, args: list[str]) -> Reply:
         sub = args[0].casefold() if args else "show"
@@ -135,7 +140,11 @@ class Commands:
         items = await self._store.list_memories(target.platform, target.user_id)
         own = target.label == "you"
         if not items:
-            text = "I don't remember anything about you yet." if own else f"No memories for {target.label}."
+            text = (
+                "I don't remember anything about you yet."
+                if own
+                else f"No memories for {target.label}."
+            )
         else:
             head = "What I remember about you:" if own else f"Memories of {target.label}:"
             text = "\n".join([head, *numbered(items)])
@@ -146,12 +155,16 @@ class Commands:
         if not text:
             return Reply("Usage: /memory add <text>")
         try:
-            added = await self._store.add_memory(target.platform, target.user_id, text, message.sender_key)
+            added = await self._store.add_memory(
+                target.platform, target.user_id, text, message.sender_key
+            )
         except ValueError as exc:
             return Reply(f"Not saved: {exc}")
         if added is None:
             return Reply("I already remember that.")
-        return Reply("Got it, I'll remember that." if target.label == "you" else f"Saved for {target.label}.")
+        return Reply(
+            "Got it, I'll remember that." if target.label == "you" else f"Saved for {target.label}."
+        )
 
     async def _memory_forget(self, target: Target, rest: list[str]) -> Reply:
         if len(rest) != 1 or not rest[0].isdigit() or int(rest[0]) < 1:
@@ -163,15 +176,23 @@ class Commands:
         await self._store.delete_memory(target.platform, target.user_id, items[index - 1].id)
         return Reply(f"Forgotten: {shorten(items[index - 1].content)}")
 
-    async def _memory_clear(self, message: InboundMessage, target: Target, rest: list[str]) -> Reply:
+    async def _memory_clear(
+        self, message: InboundMessage, target: Target, rest: list[str]
+    ) -> Reply:
         if [word.casefold() for word in rest] != ["confirm"]:
-            whose = "everything I remember about you" if target.label == "you" else f"all memories of {target.label}"
+            whose = (
+                "everything I remember about you"
+                if target.label == "you"
+                else f"all memories of {target.label}"
+            )
             suffix = "" if target.label == "you" else f" {target.label}"
             return Reply(f"This deletes {whose}. To go ahead, send: /memory clear{suffix} confirm")
         removed = await self._store.clear_memories(target.platform, target.user_id)
         return Reply(f"Done: forgot {removed} item(s).")
 
-    async def _target(self, message: InboundMessage, rest: list[str]) -> tuple[Target | None, list[str], str]:
+    async def _target(
+        self, message: InboundMessage, rest: list[str]
+    ) -> tuple[Target | None, list[str], str]:
         """Whose memory: yours, unless an admin names someone (or replies to them)."""
         named: Target | None = None
         if rest and (match := PLATFORM_ID.match(rest[0])):
@@ -183,8 +204,15 @@ class Commands:
                 return None, rest, f"I don't know anyone called @{match.group(1)} in this chat."
             rest = rest[1:]
         elif message.reply_to_sender_id and message.reply_to_sender_id != message.sender_id:
-            named = Target(message.platform, message.reply_to_sender_id, f"{message.platform}:{message.reply_to_sender_id}")
-        if named is None or (named.platform, named.user_id) == (message.platform, message.sender_id):
+            named = Target(
+                message.platform,
+                message.reply_to_sender_id,
+                f"{message.platform}:{message.reply_to_sender_id}",
+            )
+        if named is None or (named.platform, named.user_id) == (
+            message.platform,
+            message.sender_id,
+        ):
             return Target(message.platform, message.sender_id, "you"), rest, ""
         if not self.is_admin(message):
             return None, rest, "Only admins can manage someone else's memory."
@@ -192,7 +220,9 @@ class Commands:
 
     async def _by_name(self, message: InboundMessage, name: str) -> Target | None:
         wanted = name.casefold()
-        turns = await self._store.recent_turns(message.platform, message.chat_id, NAME_LOOKBACK_TURNS)
+        turns = await self._store.recent_turns(
+            message.platform, message.chat_id, NAME_LOOKBACK_TURNS
+        )
         for turn in reversed(turns):
             if turn.sender_id and turn.sender_name and turn.sender_name.casefold() == wanted:
                 return Target(turn.platform, turn.sender_id, f"@{turn.sender_name}")

@@ -66,7 +66,9 @@ class BotConfig(Section):
         try:
             ZoneInfo(value)
         except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown timezone {value!r} (use an IANA name like Europe/Berlin)") from None
+            raise ValueError(
+                f"unknown timezone {value!r} (use an IANA name like Europe/Berlin)"
+            ) from None
         return value
 
 
@@ -132,14 +134,18 @@ class TelegramConfig(Section):
     @classmethod
     def _telegram_secret_charset(cls, value: SecretStr | None) -> SecretStr | None:
         # Telegram accepts 1-256 characters of A-Z a-z 0-9 _ - for secret_token.
-        if value is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", value.get_secret_value()):
+        if value is not None and not re.fullmatch(
+            r"[A-Za-z0-9_-]{1,256}", value.get_secret_value()
+        ):
             raise ValueError("must be 1-256 characters of A-Z, a-z, 0-9, _ and -")
         return value
 
     @model_validator(mode="after")
     def _webhook_needs_url(self) -> TelegramConfig:
-        if self.mode == "webhook" and not (self.webhook_url or "").startswith(("https://", "http://")):
-            raise ValueError("webhook_url: webhook mode needs webhook_url = \"https://...\"")
+        if self.mode == "webhook" and not (self.webhook_url or "").startswith(
+            ("https://", "http://")
+        ):
+            raise ValueError('webhook_url: webhook mode needs webhook_url = "https://..."')
         return self
 
 
@@ -156,7 +162,7 @@ class OnebotConfig(Section):
     @model_validator(mode="after")
     def _forward_needs_url(self) -> OnebotConfig:
         if self.mode == "forward_ws" and not (self.url or "").startswith(("ws://", "wss://")):
-            raise ValueError("url: forward_ws mode needs url = \"ws://host:port\" (or wss://)")
+            raise ValueError('url: forward_ws mode needs url = "ws://host:port" (or wss://)')
         return self
 
 

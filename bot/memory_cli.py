@@ -27,7 +27,7 @@ def add_memory_parser(sub: Any) -> None:
         ("forget", "delete memory number N (as `list` numbers them)"),
         ("clear", "delete all the user's memories"),
         ("export", "write the user's memories as JSON Lines to stdout"),
-        ("import", "read JSON Lines (one {\"content\": ...} per line) from stdin"),
+        ("import", 'read JSON Lines (one {"content": ...} per line) from stdin'),
     ):
         action = actions.add_parser(name, help=help_text)
         action.add_argument("--user", required=True, type=_user, help="PLATFORM:ID")
@@ -61,7 +61,10 @@ async def run_memory_command(args: argparse.Namespace, settings: Settings) -> in
             print(f"forgot: {items[args.number - 1].content}")
         elif command == "clear":
             if not args.yes:
-                print("refusing without --yes (this deletes every memory of that user)", file=sys.stderr)
+                print(
+                    "refusing without --yes (this deletes every memory of that user)",
+                    file=sys.stderr,
+                )
                 return 1
             print(f"cleared {await store.clear_memories(platform, user_id)} item(s)")
         elif command == "export":

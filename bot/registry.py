@@ -83,7 +83,9 @@ CHANNELS: tuple[ChannelSpec, ...] = (
 )
 
 
-def default_console_deps(settings: Settings, health_source: Callable[[], Mapping[str, ChannelHealth]]) -> ChannelDeps:
+def default_console_deps(
+    settings: Settings, health_source: Callable[[], Mapping[str, ChannelHealth]]
+) -> ChannelDeps:
     import getpass
 
     try:

@@ -38,7 +38,9 @@ def defuse_text(text: str) -> str:
     return _SPEAKER_PREFIX.sub(lambda m: f"{m.group(1)}(quoted) [{m.group(2)}]:", text)
 
 
-def inject(sender_name: str, sender_id: str, text: str, image_notes: list[str], suffix: str = "") -> str:
+def inject(
+    sender_name: str, sender_id: str, text: str, image_notes: list[str], suffix: str = ""
+) -> str:
     """`[name]: text` then `(Image N: description)` lines, then an optional suffix."""
     name = clean_name(sender_name, fallback=sender_id)
     body = f"[{name}]: {defuse_text(text).strip()}".rstrip()

@@ -15,6 +15,7 @@ from core.serial import ChatSerializer, TaskTracker
 from core.toolloop import ToolLoop
 from core.tools import ToolContext
 from core.turn_context import BuiltContext, TurnContextBuilder, TurnInput
+from core.vision import NOT_DESCRIBED, ImageNotes
 from memory.types import MemoryStore, NewTurn, Turn, TurnStore
 
 log = logging.getLogger(__name__)
@@ -38,8 +39,8 @@ class TextCounter(Protocol):
 
 StoredRow = tuple[str, str, str, dict[str, Any]]  # (role, kind, content, meta)
 REPORTS_KEPT = 10_000  # /context reports remembered, most recent chats first
-# Turns images into "(Image N: ...)" notes and optional passthrough parts.
-ImageReader = Callable[[InboundMessage], Awaitable[tuple[list[str], list[dict[str, Any]]]]]
+# Turns images into "(Image N: ...)" notes, optional passthrough parts, and content hashes.
+ImageReader = Callable[[InboundMessage], Awaitable[ImageNotes]]
 
 
 @dataclass(frozen=True)
@@ -106,17 +107,28 @@ class MessageProcessor:
         self._closing = True
         cancelled = await self._tasks.drain(timeout_s)
         if cancelled:
-            log.warning("shutdown: cancelled %d turn(s) still running after %.0fs", cancelled, timeout_s)
+            log.warning(
+                "shutdown: cancelled %d turn(s) still running after %.0fs", cancelled, timeout_s
+            )
         return cancelled
 
     async def _handle_in_order(self, message: InboundMessage) -> str | None:
-        notes, image_parts = await self._images(message)
+        images = await self._images(message)
         content = inject(
-            message.sender_name, message.sender_id, message.text, notes, self._options.message_suffix
+            message.sender_name,
+            message.sender_id,
+            message.text,
+            images.notes,
+            self._options.message_suffix,
         )
-        stored = await self._store.add_turn(self._user_turn(message, content, kind="message"))
+        meta = {"images": images.hashes} if images.hashes else {}
+        stored = await self._store.add_turn(
+            self._user_turn(message, content, kind="message", meta=meta)
+        )
         if stored is None:
-            log.info("duplicate delivery of %s message %s ignored", message.chat_key, message.message_id)
+            log.info(
+                "duplicate delivery of %s message %s ignored", message.chat_key, message.message_id
+            )
             return None
         history = await self._history(message, before_id=stored.id)
         memories = await self._store.list_memories(message.platform, message.sender_id)
@@ -127,7 +139,7 @@ class MessageProcessor:
                 user_tokens=stored.token_count,
                 history=history,
                 memories=memories,
-                image_parts=image_parts,
+                image_parts=images.parts,
                 tool_guide=self._tool_guide,
             )
         )
@@ -151,23 +163,29 @@ class MessageProcessor:
             message.platform, message.chat_id, self._options.history_limit, before_id=before_id
         )
 
-    async def _images(self, message: InboundMessage) -> tuple[list[str], list[dict[str, Any]]]:
+    async def _images(self, message: InboundMessage) -> ImageNotes:
         if not message.images:
-            return [], []
+            return ImageNotes()
         if self._read_images is None:
-            return ["not described"] * len(message.images), []
+            return ImageNotes(notes=[NOT_DESCRIBED] * len(message.images))
         return await self._read_images(message)
 
-    async def _answer(self, built: BuiltContext, message: InboundMessage) -> tuple[str, list[StoredRow]]:
+    async def _answer(
+        self, built: BuiltContext, message: InboundMessage
+    ) -> tuple[str, list[StoredRow]]:
         """The reply and every turn to store after the user's: tool turns, then the answer."""
         if self._tool_loop is not None:
-            result = await self._tool_loop.run(built.messages, ToolContext.for_message(message, self._store))
+            result = await self._tool_loop.run(
+                built.messages, ToolContext.for_message(message, self._store)
+            )
             return result.reply, result.storage_turns()
         answer = await self._llm.chat(built.messages, max_tokens=self._options.reply_tokens)
         reply = answer.text.strip() or "…"
         return reply, [("assistant", "message", reply, {})]
 
-    def _user_turn(self, message: InboundMessage, content: str, kind: str) -> NewTurn:
+    def _user_turn(
+        self, message: InboundMessage, content: str, kind: str, meta: dict[str, Any] | None = None
+    ) -> NewTurn:
         return NewTurn(
             platform=message.platform,
             chat_id=message.chat_id,
@@ -179,6 +197,7 @@ class MessageProcessor:
             sender_id=message.sender_id,
             sender_name=message.sender_name,
             platform_message_id=message.message_id,
+            meta=meta or {},
             created_at=message.timestamp,
         )
 

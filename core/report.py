@@ -9,7 +9,8 @@ def format_report(report: dict[str, Any]) -> str:
     """Components with tokens and status, history kept/dropped, total vs window."""
     exact = "exact" if report.get("exact") else "estimated"
     lines = [
-        f"Context of the last turn: {report.get('total_tokens', 0)} / {report.get('budget', 0)} tokens "
+        f"Context of the last turn: {report.get('total_tokens', 0)}"
+        f" / {report.get('budget', 0)} tokens "
         f"({exact}, {report.get('tokenizer', '?')}); window {report.get('window', '?')}, "
         f"{report.get('reply_reserve', 0)} kept free for the reply.",
         "System prompt:",
@@ -24,7 +25,9 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"  {comp.get('name', '?')}: {status}, {detail}")
     history = report.get("history", {})
     kept, dropped = history.get("kept", 0), history.get("dropped", 0)
-    line = f"History: {kept} turn(s) kept ({history.get('kept_tokens', 0)} tokens), {dropped} dropped"
+    line = (
+        f"History: {kept} turn(s) kept ({history.get('kept_tokens', 0)} tokens), {dropped} dropped"
+    )
     ranges = history.get("dropped_ranges") or []
     if ranges:
         shown = ", ".join(f"#{a}" if a == b else f"#{a}–#{b}" for a, b in ranges[:5])

@@ -70,7 +70,7 @@ class TaskTracker:
         return len(self._tasks)
 
     async def drain(self, timeout_s: float) -> int:
-        """Wait for in-flight turns; cancel what is left after the timeout. Returns cancelled count."""
+        """Wait for in-flight turns; cancel what outlives the timeout. Returns how many."""
         try:
             await asyncio.wait_for(self._idle.wait(), timeout_s)
             return 0

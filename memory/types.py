@@ -65,8 +65,10 @@ class TurnStore(Protocol):
     async def add_turns(self, turns: list[NewTurn]) -> list[Turn]:
         """Store several turns in one transaction (all or nothing)."""
 
-    async def recent_turns(self, platform: str, chat_id: str, limit: int) -> list[Turn]:
-        """The newest `limit` turns of one chat, oldest first."""
+    async def recent_turns(
+        self, platform: str, chat_id: str, limit: int, before_id: int | None = None
+    ) -> list[Turn]:
+        """The newest `limit` turns of one chat (older than `before_id`), oldest first."""
 
     async def clear_history(self, platform: str, chat_id: str) -> int:
         """Delete one chat's turns; returns how many."""
@@ -76,7 +78,9 @@ class TurnStore(Protocol):
 
 
 class MemoryStore(Protocol):
-    async def add_memory(self, platform: str, user_id: str, content: str, author: str) -> MemoryItem | None:
+    async def add_memory(
+        self, platform: str, user_id: str, content: str, author: str
+    ) -> MemoryItem | None:
         """Add one memory; None when the same text is already stored for that user."""
 
     async def list_memories(self, platform: str, user_id: str) -> list[MemoryItem]:
@@ -90,4 +94,6 @@ class MemoryStore(Protocol):
 
     def export_memories(self, platform: str, user_id: str) -> AsyncIterator[dict[str, Any]]: ...
 
-    async def import_memories(self, platform: str, user_id: str, rows: list[dict[str, Any]]) -> int: ...
+    async def import_memories(
+        self, platform: str, user_id: str, rows: list[dict[str, Any]]
+    ) -> int: ...

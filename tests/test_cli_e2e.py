@@ -24,7 +24,7 @@ def env_for(tmp_path: Path, fake: FakeOpenAI) -> dict[str, str]:
 
 
 async def run_cli(
-    args: list[str], env: dict[str, str], stdin: str = "", timeout: float = 60
+    args: list[str], env: dict[str, str], stdin: str = "", limit_s: float = 60
 ) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -37,7 +37,7 @@ async def run_cli(
         env=env,
         cwd=str(Path(__file__).parent.parent),
     )
-    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), timeout)
+    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), limit_s)
     return proc.returncode or 0, out.decode(), err.decode()
 
 

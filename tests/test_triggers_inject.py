@@ -44,7 +44,8 @@ def test_inject_prefixes_sender_and_images() -> None:
     )
     assert (
         text
-        == "[Alice]: look at this\n(Image 1: a cat on a sofa)\n(Image 2: could not be read)\nsuffix note"
+        == "[Alice]: look at this\n(Image 1: a cat on a sofa)\n"
+        "(Image 2: could not be read)\nsuffix note"
     )
 
 

@@ -28,7 +28,7 @@ request at the door, and `in_flight` counts requests being served, for concurren
 with `stream: true` gets a 400, so a caller that starts streaming finds out at once.
 
 Also runnable as a stand-in model server process:
-`python -m tests.fakes.openai_server --host 127.0.0.1 --port 8000 [--reply TEXT]`
+`python -m tests.fakes.openai_server --host 127.0.0.1 --port 8000 [--reply TEXT] [--latency S]`
 (unknown llama.cpp-style options are ignored).
 """
 
@@ -416,7 +416,14 @@ async def _serve_forever(args: argparse.Namespace) -> None:
     if args.startup_delay:
         await asyncio.sleep(args.startup_delay)  # a model that takes long to load
     model = args.model_alias or DEFAULT_MODEL
-    async with FakeOpenAI(args.reply, model=model, host=args.host, port=args.port):
+    async with FakeOpenAI(
+        args.reply,
+        model=model,
+        host=args.host,
+        port=args.port,
+        latency_s=args.latency,
+        record=False,  # a long-running stand-in must not grow without bound
+    ):
         print(f"fake model server listening on {args.host}:{args.port}", flush=True)
         await asyncio.Event().wait()
 
@@ -428,6 +435,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reply", default=DEFAULT_REPLY)
     parser.add_argument("--model_alias", default=None)
     parser.add_argument("--startup-delay", type=float, default=0.0)
+    parser.add_argument("--latency", type=float, default=0.0, help="delay every answer (s)")
     parser.add_argument("--ignore-sigterm", action="store_true")
     args, _unknown = parser.parse_known_args(argv)
     if args.ignore_sigterm:

@@ -1,0 +1,300 @@
+"""The daemon's main path, wired as bot/app.py wires it, against FakeOpenAI on loopback.
+
+Real storage (SQLite, or PostgreSQL with CHATTERD_TEST_DATABASE_URL), the real
+OpenAIProvider over HTTP, the real ContextBuilder over a tmp workspace and the real tool
+loop; only the model is a fake server. No sleeps: pause()/resume() and request events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.commands import Commands
+from bot.dispatcher import Dispatcher
+from core.context import ContextBuilder
+from core.llm import OpenAIProvider
+from core.messages import ChatType, InboundMessage, Reply
+from core.processor import APOLOGY, SHUTDOWN_NOTICE, MessageProcessor, ProcessorOptions
+from core.tokens import get_counter
+from core.toolloop import ToolLoop, default_registry
+from core.triggers import TriggerPolicy
+from core.workspace import ensure_workspace
+from memory.store import SqlStorage
+from tests.fakes.openai_server import FakeOpenAI, echo_last_user
+
+ADMIN = "telegram:1000"
+
+
+@dataclass
+class Rig:
+    fake: FakeOpenAI
+    storage: SqlStorage
+    processor: MessageProcessor
+    commands: Commands
+    dispatcher: Dispatcher
+
+
+@asynccontextmanager
+async def build_rig(
+    storage: SqlStorage,
+    workspace: Path,
+    *,
+    reply: Any = echo_last_user,
+    context_window: int = 16000,
+    reply_tokens: int = 256,
+    timeout_s: float = 5.0,
+    max_retries: int = 0,
+    admins: frozenset[str] = frozenset({ADMIN}),
+) -> AsyncIterator[Rig]:
+    """The parts of bot/app.py's `_start`, minus the channels."""
+    ensure_workspace(workspace, "chatterd")
+    async with FakeOpenAI(reply) as fake:
+        llm = OpenAIProvider(fake.base_url, "sk-test", "fake-model", timeout_s, max_retries)
+        counter = get_counter(None)
+        context = ContextBuilder(
+            workspace,
+            max_tokens=context_window,
+            token_counter=counter,
+            reply_tokens=reply_tokens,
+            bot_name="chatterd",
+        )
+        loop = ToolLoop(default_registry(None), llm, max_rounds=2, max_tokens=reply_tokens)
+        processor = MessageProcessor(
+            store=storage,
+            llm=llm,
+            context=context,
+            counter=counter,
+            options=ProcessorOptions(reply_tokens=reply_tokens),
+            tool_loop=loop,
+        )
+        commands = Commands(
+            store=storage, admins=admins, bot_name="chatterd", context_report=processor.last_report
+        )
+        dispatcher = Dispatcher(
+            processor=processor,
+            commands=commands,
+            policy=TriggerPolicy.create("chatterd", ["bot"]),
+            store_untriggered=True,
+        )
+        try:
+            yield Rig(fake, storage, processor, commands, dispatcher)
+        finally:
+            await processor.shutdown(2.0)
+            await llm.close()
+
+
+def msg(
+    text: str,
+    *,
+    chat: str = "1",
+    sender: str = "1",
+    name: str = "Alice",
+    group: bool = False,
+    mid: str | None = None,
+    **extra: Any,
+) -> InboundMessage:
+    return InboundMessage(
+        platform="telegram",
+        chat_id=chat,
+        chat_type=ChatType.GROUP if group else ChatType.PRIVATE,
+        sender_id=sender,
+        sender_name=name,
+        text=text,
+        message_id=mid,
+        **extra,
+    )
+
+
+def system_prompt(request: Any) -> str:
+    first = request["messages"][0]
+    assert first["role"] == "system"
+    return str(first["content"])
+
+
+def contents(request: Any) -> list[str]:
+    return [str(m.get("content")) for m in request["messages"][1:]]
+
+
+@pytest.fixture
+async def rig(storage: SqlStorage, tmp_path: Path) -> AsyncIterator[Rig]:
+    async with build_rig(storage, tmp_path / "ws") as built:
+        yield built
+
+
+async def test_one_chat_stays_in_order_under_concurrent_arrival(rig: Rig) -> None:
+    rig.fake.pause()
+    tasks = [
+        asyncio.create_task(rig.processor.handle(msg(f"question {i}", mid=str(i))))
+        for i in range(5)
+    ]
+    await rig.fake.wait_for_requests(1)
+    assert rig.fake.in_flight == 1  # the other four wait their turn, not the model
+    rig.fake.resume()
+    replies = await asyncio.wait_for(asyncio.gather(*tasks), 10)
+
+    assert replies == [f"echo: [Alice]: question {i}" for i in range(5)]
+    assert len(rig.fake.requests) == 5
+    for k, request in enumerate(rig.fake.requests):
+        seen = contents(request)
+        assert seen[-1] == f"[Alice]: question {k}"
+        expected: list[str] = []
+        for j in range(k):
+            expected += [f"[Alice]: question {j}", f"echo: [Alice]: question {j}"]
+        assert seen[:-1] == expected
+    turns = await rig.storage.recent_turns("telegram", "1", 100)
+    assert [t.role for t in turns] == ["user", "assistant"] * 5
+
+
+async def test_different_chats_are_answered_concurrently(rig: Rig) -> None:
+    rig.fake.pause()
+    a = asyncio.create_task(rig.processor.handle(msg("hi from a", chat="a", sender="a")))
+    b = asyncio.create_task(rig.processor.handle(msg("hi from b", chat="b", sender="b")))
+    await rig.fake.wait_for_requests(2)
+    assert rig.fake.in_flight == 2  # both chats' model calls are open at the same time
+    rig.fake.resume()
+    assert await asyncio.wait_for(asyncio.gather(a, b), 10) == [
+        "echo: [Alice]: hi from a",
+        "echo: [Alice]: hi from b",
+    ]
+
+
+async def test_duplicate_delivery_is_answered_once_and_stored_once(rig: Rig) -> None:
+    first = msg("hello", mid="77")
+    again = msg("hello", mid="77")
+    results = await asyncio.gather(rig.processor.handle(first), rig.processor.handle(again))
+    assert results == ["echo: [Alice]: hello", None]  # first arrival wins
+    assert await rig.processor.handle(msg("hello", mid="77")) is None  # a later redelivery too
+    assert rig.fake.total_requests == 1
+    turns = await rig.storage.recent_turns("telegram", "1", 100)
+    assert [(t.role, t.platform_message_id) for t in turns] == [("user", "77"), ("assistant", None)]
+    # Through the dispatcher a duplicate is silence, not an empty message.
+    assert await rig.dispatcher(msg("hello", mid="77")) is None
+
+
+@pytest.mark.parametrize(
+    ("script", "kind", "requests"),
+    [
+        ("hang", "timeout", 2),
+        (500, "unavailable", 2),
+        (429, "rate_limited", 2),
+    ],
+)
+async def test_model_failure_after_retries_apologises_and_writes_nothing_half(
+    storage: SqlStorage,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    script: Any,
+    kind: str,
+    requests: int,
+) -> None:
+    async with build_rig(storage, tmp_path / "ws", timeout_s=0.2, max_retries=1) as rig:
+        if script == "hang":
+            rig.fake.hang(times=2)
+        else:
+            rig.fake.fail(script, times=2, retry_after_ms=5)
+        caplog.set_level(logging.INFO)
+        caplog.clear()
+        reply = await rig.dispatcher(msg("are you there?", mid="5"))
+
+        assert reply == Reply(APOLOGY[kind])
+        assert rig.fake.total_requests == requests  # the SDK retried before giving up
+        warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(warnings) == 1, [r.getMessage() for r in warnings]
+        assert warnings[0].name == "core.processor"
+        assert kind in warnings[0].getMessage() and "telegram:1" in warnings[0].getMessage()
+        assert "sk-test" not in caplog.text
+        turns = await storage.recent_turns("telegram", "1", 100)
+        assert [(t.role, t.kind) for t in turns] == [("user", "message")]
+
+        # The next turn works and still sees the unanswered question.
+        assert await rig.dispatcher(msg("hello again", mid="6")) == Reply(
+            "echo: [Alice]: hello again"
+        )
+        assert "[Alice]: are you there?" in contents(rig.fake.requests[-1])
+
+
+async def test_untriggered_group_messages_become_context_of_the_next_turn(rig: Rig) -> None:
+    said = msg("the meeting moved to 5pm", chat="-9", sender="2", name="Bob", group=True, mid="1")
+    assert await rig.dispatcher(said) is None
+    assert rig.fake.total_requests == 0
+    turns = await rig.storage.recent_turns("telegram", "-9", 10)
+    assert [(t.kind, t.content) for t in turns] == [("context", "[Bob]: the meeting moved to 5pm")]
+
+    asked = msg("chatterd, when is the meeting?", chat="-9", group=True, mid="2")
+    assert await rig.dispatcher(asked) == Reply("echo: [Alice]: chatterd, when is the meeting?")
+    seen = contents(rig.fake.requests[0])
+    assert seen == ["[Bob]: the meeting moved to 5pm", "[Alice]: chatterd, when is the meeting?"]
+
+
+async def test_each_turn_sees_only_its_senders_memory(rig: Rig) -> None:
+    await rig.storage.add_memory("telegram", "1", "Alice drinks green tea", "telegram:1")
+    await rig.storage.add_memory("telegram", "2", "Bob plays the tuba", "telegram:2")
+    alice = msg("chatterd what do I drink?", chat="-5", group=True, mid="1")
+    bob = msg("chatterd what do I play?", chat="-5", sender="2", name="Bob", group=True, mid="2")
+    await rig.dispatcher(alice)
+    await rig.dispatcher(bob)
+    await rig.dispatcher(msg("chatterd and me?", chat="-5", group=True, mid="3"))
+
+    first, second, third = (system_prompt(r) for r in rig.fake.requests)
+    assert "green tea" in first and "tuba" not in first
+    assert "tuba" in second and "green tea" not in second
+    assert "green tea" in third and "tuba" not in third
+    assert "telegram:1" in first and "telegram:2" in second  # the session rule names the sender
+
+
+async def test_long_chat_outgrows_a_small_window_and_keeps_answering(
+    storage: SqlStorage, tmp_path: Path
+) -> None:
+    filler = " ".join(f"word{i}" for i in range(60))
+    async with build_rig(
+        storage, tmp_path / "ws", reply="noted", context_window=3000, reply_tokens=200
+    ) as rig:
+        for i in range(40):
+            assert await rig.processor.handle(msg(f"{i} {filler}", mid=str(i))) == "noted"
+        report = rig.processor.last_report("telegram", "1")
+        assert report is not None
+        assert report["history"]["dropped"] > 0
+        assert report["history"]["kept"] > 0
+        assert report["total_tokens"] <= report["budget"] == 3000 - 200
+        last = rig.fake.requests[-1]["messages"]
+        assert last[-1]["content"].startswith("[Alice]: 39 ")
+        assert not any(str(m["content"]).startswith("[Alice]: 0 ") for m in last)
+        assert rig.processor.last_report("telegram", "nope") is None
+
+
+async def test_shutdown_drains_in_flight_turns_and_refuses_new_ones(rig: Rig) -> None:
+    rig.fake.pause()
+    running = asyncio.create_task(rig.processor.handle(msg("slow one", mid="1")))
+    await rig.fake.wait_for_requests(1)
+    stopping = asyncio.create_task(rig.processor.shutdown(5.0))
+    await asyncio.sleep(0)  # let shutdown mark the processor closing (no timing involved)
+    assert not stopping.done()
+
+    assert await rig.processor.handle(msg("late", chat="2", mid="2")) == SHUTDOWN_NOTICE
+    assert await rig.dispatcher(msg("late too", chat="2", mid="3")) == Reply(SHUTDOWN_NOTICE)
+    rig.fake.resume()
+    assert await asyncio.wait_for(running, 10) == "echo: [Alice]: slow one"
+    assert await asyncio.wait_for(stopping, 10) == 0  # nothing had to be cancelled
+    assert rig.fake.total_requests == 1
+    assert await rig.storage.recent_turns("telegram", "2", 10) == []
+    assert [t.role for t in await rig.storage.recent_turns("telegram", "1", 10)] == [
+        "user",
+        "assistant",
+    ]
+
+
+async def test_shutdown_cancels_a_turn_that_outlives_the_timeout(rig: Rig) -> None:
+    rig.fake.hang()
+    running = asyncio.create_task(rig.processor.handle(msg("never answered", mid="1")))
+    await rig.fake.wait_for_requests(1)
+    assert await rig.processor.shutdown(0.05) == 1
+    with pytest.raises(asyncio.CancelledError):
+        await running

@@ -1,0 +1,153 @@
+"""Images: described by a vision model on loopback, checked, cached, never failing a turn."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from core.context import ContextBuilder
+from core.llm import OpenAIProvider
+from core.messages import ChatType, ImageRef, InboundMessage
+from core.processor import MessageProcessor
+from core.tokens import get_counter
+from core.vision import UNREADABLE, VisionReader
+from tests.fakes.openai_server import FakeOpenAI
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
+JPEG = b"\xff\xd8\xff\xe0" + b"\x01" * 64
+GIF = b"GIF89a" + b"\x02" * 64
+
+
+def ref(data: bytes) -> ImageRef:
+    async def fetch() -> bytes:
+        return data
+
+    return ImageRef(fetch=fetch)
+
+
+def message(*images: ImageRef, text: str = "look", message_id: str | None = None) -> InboundMessage:
+    return InboundMessage(
+        "telegram", "42", ChatType.PRIVATE, "7", "Ann", text, images=images, message_id=message_id
+    )
+
+
+OPEN: list[OpenAIProvider] = []
+
+
+def provider(fake: FakeOpenAI, timeout_s: float = 5.0) -> OpenAIProvider:
+    made = OpenAIProvider(
+        fake.base_url, "sk-test", "vision-model", timeout_s=timeout_s, max_retries=0
+    )
+    OPEN.append(made)
+    return made
+
+
+@pytest.fixture(autouse=True)
+async def close_providers() -> AsyncIterator[None]:
+    yield
+    while OPEN:
+        await OPEN.pop().close()
+
+
+def describe_by_mime(body: dict) -> str:
+    url = body["messages"][0]["content"][1]["image_url"]["url"]
+    return "a " + url.split(";")[0].removeprefix("data:image/") + " picture"
+
+
+async def test_descriptions_in_order_and_cached() -> None:
+    async with FakeOpenAI(reply=describe_by_mime) as fake:
+        reader = VisionReader(provider(fake), enabled=True)
+        one = await reader(message(ref(PNG)))
+        assert one.notes == ["a png picture"] and len(one.hashes) == 1
+        three = await reader(message(ref(JPEG), ref(PNG), ref(GIF)))
+        assert three.notes == ["a jpeg picture", "a png picture", "a gif picture"]
+        assert reader.describe_calls == 3  # the PNG was described once, then served from cache
+        request = fake.requests[0]
+        parts = request["messages"][0]["content"]
+        assert "text in it exactly" in parts[0]["text"]
+        assert parts[1]["image_url"]["url"].startswith("data:image/png;base64,")
+
+
+async def test_bad_images_become_could_not_be_read() -> None:
+    async def broken() -> bytes:
+        raise ConnectionError("gone")
+
+    async with FakeOpenAI(reply="should not be asked") as fake:
+        reader = VisionReader(provider(fake), enabled=True, max_bytes=100)
+        notes = await reader(
+            message(ref(b"not an image at all"), ref(PNG + b"\x00" * 200), ImageRef(fetch=broken))
+        )
+        assert notes.notes == [UNREADABLE] * 3
+        assert fake.requests == []  # no tokens spent on bad input
+
+
+async def test_vision_timeout_and_error_do_not_fail_the_turn() -> None:
+    async with FakeOpenAI(reply="fine") as fake:
+        fake.hang()
+        reader = VisionReader(provider(fake, timeout_s=0.3), enabled=True, timeout_s=0.5)
+        assert (await reader(message(ref(PNG)))).notes == [UNREADABLE]
+        fake.fail(500)
+        assert (await reader(message(ref(JPEG)))).notes == [UNREADABLE]
+
+
+async def test_disabled_and_passthrough() -> None:
+    off = VisionReader(None, enabled=False)
+    assert (await off(message(ref(PNG), ref(JPEG)))).notes == ["not described"] * 2
+    passthrough = VisionReader(None, enabled=True, mode="passthrough")
+    got = await passthrough(message(ref(PNG)))
+    assert got.notes == ["attached"]
+    assert got.parts == [
+        {"type": "image_url", "image_url": {"url": got.parts[0]["image_url"]["url"]}}
+    ]
+    assert got.parts[0]["image_url"]["url"].startswith("data:image/png;base64,")
+
+
+async def test_description_reaches_the_model_and_the_stored_turn(storage, tmp_path: Path) -> None:
+    """Through the real processor: the stored user turn keeps the description and the hash."""
+    async with (
+        FakeOpenAI(reply=describe_by_mime) as vision_fake,
+        FakeOpenAI(reply="Nice cat!") as chat_fake,
+    ):
+        counter = get_counter()
+        processor = MessageProcessor(
+            store=storage,
+            llm=provider(chat_fake),
+            context=ContextBuilder(tmp_path / "ws", max_tokens=8000, token_counter=counter),
+            counter=counter,
+            read_images=VisionReader(provider(vision_fake), enabled=True),
+        )
+        reply = await processor.handle(message(ref(PNG), text="what is this?", message_id="m1"))
+        assert reply == "Nice cat!"
+        sent = chat_fake.requests[0]["messages"][-1]["content"]
+        assert sent.endswith("[Ann]: what is this?\n(Image 1: a png picture)")
+        turns = await storage.recent_turns("telegram", "42", 10)
+        assert turns[0].content.endswith("(Image 1: a png picture)")
+        assert len(turns[0].meta["images"]) == 1 and len(turns[0].meta["images"][0]) == 64
+
+
+async def test_images_are_read_concurrently_with_a_limit() -> None:
+    started = 0
+    peak = 0
+    gate = asyncio.Event()
+
+    def slow(data: bytes) -> ImageRef:
+        async def fetch() -> bytes:
+            nonlocal started, peak
+            started += 1
+            peak = max(peak, started)
+            await gate.wait()
+            started -= 1
+            return data
+
+        return ImageRef(fetch=fetch)
+
+    reader = VisionReader(None, enabled=True, mode="passthrough", concurrency=2)
+    task = asyncio.create_task(reader(message(*(slow(PNG) for _ in range(5)))))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert peak == 2
+    gate.set()
+    assert len((await task).parts) == 5
