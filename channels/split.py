@@ -40,7 +40,9 @@ def _best_cut(text: str, limit: int) -> int:
         # ignore cuts that would leave a tiny first piece: better to try a finer boundary
         good = [end for end in ends if end >= limit // 3]
         if good:
-            return min(good[-1], limit) if good[-1] <= limit else _last_start(pattern, window, limit)
+            return (
+                min(good[-1], limit) if good[-1] <= limit else _last_start(pattern, window, limit)
+            )
     return limit
 
 
