@@ -127,6 +127,7 @@ class App:
             enabled=vision.enabled,
             mode=vision.mode,
             max_bytes=vision.max_bytes,
+            max_side=vision.max_side,
             timeout_s=llm.timeout_s,
         )
 

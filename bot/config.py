@@ -91,6 +91,7 @@ class VisionConfig(Section):
     api_key: SecretStr | None = None
     model: str = "gpt-4o-mini"
     max_bytes: int = Field(10 * 1024 * 1024, ge=1024)
+    max_side: int = Field(2048, ge=64, le=8192)  # longer images are downscaled first
 
 
 class StorageConfig(Section):

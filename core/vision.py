@@ -16,8 +16,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from core.imaging import DEFAULT_MAX_SIDE, BadImage, prepare_image
 from core.llm import LLMError, LLMProvider
-from core.media import sniff_image_mime
 from core.messages import ImageRef, InboundMessage
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,7 @@ class VisionReader:
         enabled: bool,
         mode: Literal["describe", "passthrough"] = "describe",
         max_bytes: int = 10 * 1024 * 1024,
+        max_side: int = DEFAULT_MAX_SIDE,
         timeout_s: float = 60.0,
         concurrency: int = 3,
         cache_entries: int = 512,
@@ -62,6 +63,7 @@ class VisionReader:
         self._enabled = enabled and (mode == "passthrough" or vision_llm is not None)
         self._mode = mode
         self._max_bytes = max_bytes
+        self._max_side = max_side
         self._timeout_s = timeout_s
         self._limit = asyncio.Semaphore(concurrency)
         self._cache: OrderedDict[str, str] = OrderedDict()
@@ -79,12 +81,11 @@ class VisionReader:
         hashes = [digest for _, _, digest in results if digest]
         return ImageNotes(notes=notes, parts=parts, hashes=hashes)
 
-    async def describe(self, data: bytes, mime: str) -> str:
-        """One description from the vision model (cached by content hash)."""
-        digest = hashlib.sha256(data).hexdigest()
-        cached = self._cache.get(digest)
+    async def describe(self, data: bytes, mime: str, digest: str | None = None) -> str:
+        """One description from the vision model, cached by `digest` (default: of `data`)."""
+        digest = digest or hashlib.sha256(data).hexdigest()
+        cached = self._cached(digest)
         if cached is not None:
-            self._cache.move_to_end(digest)
             return cached
         assert self._llm is not None
         self.describe_calls += 1
@@ -112,6 +113,12 @@ class VisionReader:
             self._cache.popitem(last=False)
         return text
 
+    def _cached(self, digest: str) -> str | None:
+        cached = self._cache.get(digest)
+        if cached is not None:
+            self._cache.move_to_end(digest)
+        return cached
+
     async def _read_one(self, image: ImageRef) -> tuple[str, dict[str, Any] | None, str]:
         async with self._limit:
             try:
@@ -119,17 +126,23 @@ class VisionReader:
             except Exception as exc:  # a channel's fetch can fail in many transport ways
                 log.warning("image could not be fetched: %s", type(exc).__name__)
                 return UNREADABLE, None, ""
-            mime = sniff_image_mime(data)
-            if mime is None or len(data) > self._max_bytes:
-                reason = "not an image" if mime is None else f"over {self._max_bytes} bytes"
-                log.info("image skipped: %s", reason)
+            if len(data) > self._max_bytes:
+                log.info("image skipped: over %d bytes", self._max_bytes)
                 return UNREADABLE, None, ""
-            digest = hashlib.sha256(data).hexdigest()
+            digest = hashlib.sha256(data).hexdigest()  # of what was sent, before downscaling
+            if self._mode == "describe" and (cached := self._cached(digest)) is not None:
+                return cached, None, digest  # the same meme again: no decode, no model call
+            try:
+                ready = await asyncio.to_thread(prepare_image, data, max_side=self._max_side)
+            except BadImage as exc:
+                log.info("image skipped: %s", exc)
+                return UNREADABLE, None, ""
+            data, mime = ready.data, ready.mime
             if self._mode == "passthrough":
                 part = {"type": "image_url", "image_url": {"url": _data_url(data, mime)}}
                 return ATTACHED, part, digest
             try:
-                return await self.describe(data, mime), None, digest
+                return await self.describe(data, mime, digest), None, digest
             except (LLMError, TimeoutError, ValueError) as exc:
                 log.warning("image could not be described: %s", type(exc).__name__)
                 return UNREADABLE, None, digest

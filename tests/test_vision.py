@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import base64
+import io
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from core.context import ContextBuilder
 from core.llm import OpenAIProvider
@@ -16,9 +19,16 @@ from core.tokens import get_counter
 from core.vision import UNREADABLE, VisionReader
 from tests.fakes.openai_server import FakeOpenAI
 
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
-JPEG = b"\xff\xd8\xff\xe0" + b"\x01" * 64
-GIF = b"GIF89a" + b"\x02" * 64
+
+def picture(fmt: str, size: tuple[int, int] = (16, 12), color: str = "red") -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", size, color).save(out, format=fmt)
+    return out.getvalue()
+
+
+PNG = picture("PNG")
+JPEG = picture("JPEG", color="blue")
+GIF = picture("GIF", color="green")
 
 
 def ref(data: bytes) -> ImageRef:
@@ -34,22 +44,25 @@ def message(*images: ImageRef, text: str = "look", message_id: str | None = None
     )
 
 
-OPEN: list[OpenAIProvider] = []
+ProviderFactory = Callable[..., OpenAIProvider]
 
 
-def provider(fake: FakeOpenAI, timeout_s: float = 5.0) -> OpenAIProvider:
-    made = OpenAIProvider(
-        fake.base_url, "sk-test", "vision-model", timeout_s=timeout_s, max_retries=0
-    )
-    OPEN.append(made)
-    return made
+@pytest.fixture
+async def provider() -> AsyncIterator[ProviderFactory]:
+    """Makes providers for a fake server and closes them after the test."""
+    made: list[OpenAIProvider] = []
 
+    def make(fake: FakeOpenAI, timeout_s: float = 5.0) -> OpenAIProvider:
+        made.append(
+            OpenAIProvider(
+                fake.base_url, "sk-test", "vision-model", timeout_s=timeout_s, max_retries=0
+            )
+        )
+        return made[-1]
 
-@pytest.fixture(autouse=True)
-async def close_providers() -> AsyncIterator[None]:
-    yield
-    while OPEN:
-        await OPEN.pop().close()
+    yield make
+    for one in made:
+        await one.close()
 
 
 def describe_by_mime(body: dict) -> str:
@@ -57,7 +70,7 @@ def describe_by_mime(body: dict) -> str:
     return "a " + url.split(";")[0].removeprefix("data:image/") + " picture"
 
 
-async def test_descriptions_in_order_and_cached() -> None:
+async def test_descriptions_in_order_and_cached(provider: ProviderFactory) -> None:
     async with FakeOpenAI(reply=describe_by_mime) as fake:
         reader = VisionReader(provider(fake), enabled=True)
         one = await reader(message(ref(PNG)))
@@ -71,20 +84,28 @@ async def test_descriptions_in_order_and_cached() -> None:
         assert parts[1]["image_url"]["url"].startswith("data:image/png;base64,")
 
 
-async def test_bad_images_become_could_not_be_read() -> None:
+async def test_bad_images_become_could_not_be_read(provider: ProviderFactory) -> None:
     async def broken() -> bytes:
         raise ConnectionError("gone")
 
     async with FakeOpenAI(reply="should not be asked") as fake:
-        reader = VisionReader(provider(fake), enabled=True, max_bytes=100)
+        reader = VisionReader(provider(fake), enabled=True, max_bytes=len(PNG) + 100)
+        forged = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64  # the right magic bytes, no image
+        truncated = picture("PNG", (8, 8))[:-30]
         notes = await reader(
-            message(ref(b"not an image at all"), ref(PNG + b"\x00" * 200), ImageRef(fetch=broken))
+            message(
+                ref(b"not an image at all"),
+                ref(PNG + b"\x00" * 200),  # over max_bytes
+                ImageRef(fetch=broken),
+                ref(forged),
+                ref(truncated),
+            )
         )
-        assert notes.notes == [UNREADABLE] * 3
+        assert notes.notes == [UNREADABLE] * 5
         assert fake.requests == []  # no tokens spent on bad input
 
 
-async def test_vision_timeout_and_error_do_not_fail_the_turn() -> None:
+async def test_vision_timeout_and_error_do_not_fail_the_turn(provider: ProviderFactory) -> None:
     async with FakeOpenAI(reply="fine") as fake:
         fake.hang()
         reader = VisionReader(provider(fake, timeout_s=0.3), enabled=True, timeout_s=0.5)
@@ -105,7 +126,9 @@ async def test_disabled_and_passthrough() -> None:
     assert got.parts[0]["image_url"]["url"].startswith("data:image/png;base64,")
 
 
-async def test_description_reaches_the_model_and_the_stored_turn(storage, tmp_path: Path) -> None:
+async def test_description_reaches_the_model_and_the_stored_turn(
+    storage, tmp_path: Path, provider: ProviderFactory
+) -> None:
     """Through the real processor: the stored user turn keeps the description and the hash."""
     async with (
         FakeOpenAI(reply=describe_by_mime) as vision_fake,
@@ -151,3 +174,43 @@ async def test_images_are_read_concurrently_with_a_limit() -> None:
     assert peak == 2
     gate.set()
     assert len((await task).parts) == 5
+
+
+async def test_large_images_are_downscaled_before_the_model_sees_them(
+    provider: ProviderFactory,
+) -> None:
+    big = picture("PNG", (3000, 1000), "white")
+    async with FakeOpenAI(reply="a white banner") as fake:
+        reader = VisionReader(provider(fake), enabled=True, max_side=600)
+        assert (await reader(message(ref(big)))).notes == ["a white banner"]
+        url = fake.requests[0]["messages"][0]["content"][1]["image_url"]["url"]
+        assert url.startswith("data:image/jpeg;base64,")
+        sent = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+        assert sent.size == (600, 200)
+        # A small image goes through byte for byte.
+        await reader(message(ref(PNG)))
+        url = fake.requests[1]["messages"][0]["content"][1]["image_url"]["url"]
+        assert base64.b64decode(url.split(",", 1)[1]) == PNG
+
+
+async def test_passthrough_sends_the_image_to_the_main_model(
+    storage, tmp_path: Path, provider: ProviderFactory
+) -> None:
+    async with FakeOpenAI(reply="I see a red square") as chat_fake:
+        counter = get_counter()
+        processor = MessageProcessor(
+            store=storage,
+            llm=provider(chat_fake),
+            context=ContextBuilder(tmp_path / "ws", max_tokens=8000, token_counter=counter),
+            counter=counter,
+            read_images=VisionReader(None, enabled=True, mode="passthrough"),
+        )
+        assert await processor.handle(message(ref(PNG), text="and this?")) == "I see a red square"
+        content = chat_fake.requests[0]["messages"][-1]["content"]
+        assert [part["type"] for part in content] == ["image_url", "text"]
+        assert content[0]["image_url"]["url"] == "data:image/png;base64," + (
+            base64.b64encode(PNG).decode()
+        )
+        assert content[1]["text"] == "[Ann]: and this?\n(Image 1: attached)"
+        stored = (await storage.recent_turns("telegram", "42", 10))[0]
+        assert "base64" not in stored.content and len(stored.meta["images"]) == 1
