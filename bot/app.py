@@ -13,11 +13,12 @@ from bot.dispatcher import Dispatcher
 from bot.errors import StartupError
 from bot.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
 from channels.base import Channel, ChannelHealth
+from core.compaction import CompactionOptions, Compactor
 from core.context import ContextBuilder
 from core.llm import OPENAI_BASE_URL, LLMProvider, OpenAIProvider, provider_from_config
 from core.processor import MessageProcessor, ProcessorOptions
 from core.search import duckduckgo_backend
-from core.tokens import get_counter
+from core.tokens import TokenCounter, get_counter
 from core.toolloop import ToolLoop, default_registry
 from core.triggers import TriggerPolicy
 from core.vision import VisionReader
@@ -85,6 +86,7 @@ class App:
             options=options,
             tool_loop=self._tool_loop(llm),
             read_images=self._vision_reader(),
+            compactor=self._compactor(llm, self.storage, counter),
         )
         commands = Commands(
             store=self.storage,
@@ -107,6 +109,20 @@ class App:
                 self._stack.push_async_callback(channel.stop)
                 self.channels.append(channel)
                 log.info("channel %s started", spec.name)
+
+    def _compactor(
+        self, llm: LLMProvider, storage: SqlStorage, counter: TokenCounter
+    ) -> Compactor | None:
+        context, window = self.settings.context, self.settings.llm.context_window
+        if not context.compaction:
+            return None
+        summary_tokens = min(400, self.settings.llm.reply_tokens)
+        options = CompactionOptions(
+            min_turns=context.compaction_min_turns,
+            summary_tokens=summary_tokens,
+            input_tokens=max(256, window - summary_tokens - 800),  # 800: instructions, framing
+        )
+        return Compactor(llm, storage, counter, options)
 
     def _vision_reader(self) -> VisionReader:
         vision, llm = self.settings.vision, self.settings.llm

@@ -108,6 +108,8 @@ class StorageConfig(Section):
 class ContextConfig(Section):
     tokenizer: str = "o200k_base"
     history_limit: int = Field(200, ge=1, le=100_000)
+    compaction: bool = True  # fold history that fell out of the window into a summary
+    compaction_min_turns: int = Field(10, ge=2, le=10_000)
 
 
 class ToolsConfig(Section):

@@ -20,6 +20,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from core.assembler import ComponentPriority, ContextAssembler, ContextOverflowError, Order
+from core.compaction import SUMMARY_COMPONENT, covered_through, summary_text
 from core.history import (
     HistoryFit,
     HistoryId,
@@ -375,6 +376,8 @@ class ContextBuilder:
         ]
         if turn.tool_guide:
             parts.append(SystemComponent(TOOL_GUIDE, turn.tool_guide, ComponentPriority.HIGH))
+        if summary := summary_text(turn.summary):
+            parts.append(SystemComponent(SUMMARY_COMPONENT, summary, ComponentPriority.MEDIUM))
         built = self.build(
             TurnHistory(turn.history),
             turn.user_content,
@@ -382,7 +385,15 @@ class ContextBuilder:
             images=turn.image_parts,
             components=parts,
         )
-        return BuiltContext(messages=built.messages, report=built.report.as_dict())
+        report = built.report.as_dict()
+        if turn.summary is not None:
+            meta = turn.summary.meta or {}
+            report["history"]["summary"] = {
+                "id": turn.summary.id,
+                "through_id": covered_through(turn.summary),
+                "turns": meta.get("turns", 0),
+            }
+        return BuiltContext(messages=built.messages, report=report)
 
     # -- parts --------------------------------------------------------------------------
 

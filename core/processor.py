@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from core.compaction import Compactor, covered_through
 from core.inject import inject
 from core.llm import LLMError, LLMProvider
 from core.messages import InboundMessage
@@ -68,6 +70,7 @@ class MessageProcessor:
         options: ProcessorOptions | None = None,
         tool_loop: ToolLoop | None = None,
         read_images: ImageReader | None = None,
+        compactor: Compactor | None = None,
     ) -> None:
         self._store = store
         self._llm = llm
@@ -76,6 +79,8 @@ class MessageProcessor:
         self._options = options or ProcessorOptions()
         self._tool_loop = tool_loop
         self._read_images = read_images
+        self._compactor = compactor
+        self._background: set[asyncio.Task[None]] = set()
         self._tool_guide = tool_loop.guide() if tool_loop else ""
         self._serial = ChatSerializer(self._options.max_in_flight)
         self._tasks = TaskTracker()
@@ -130,7 +135,7 @@ class MessageProcessor:
                 "duplicate delivery of %s message %s ignored", message.chat_key, message.message_id
             )
             return None
-        history = await self._history(message, before_id=stored.id)
+        history, summary = await self._history(message, before_id=stored.id)
         memories = await self._store.list_memories(message.platform, message.sender_id)
         built = self._context.build_turn(
             TurnInput(
@@ -141,6 +146,7 @@ class MessageProcessor:
                 memories=memories,
                 image_parts=images.parts,
                 tool_guide=self._tool_guide,
+                summary=summary,
             )
         )
         self._keep_report(message.chat_key, built.report)
@@ -150,7 +156,38 @@ class MessageProcessor:
             log.warning("model call failed for %s: %s (%s)", message.chat_key, exc.kind, exc)
             return APOLOGY.get(exc.kind, GENERIC_APOLOGY)
         await self._store.add_turns([self._bot_turn(message, *turn) for turn in turns])
+        self._maybe_compact(message, history, built.report, summary)
         return reply
+
+    async def settle(self) -> None:
+        """Wait for background work (summaries being written) to finish."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    def _maybe_compact(
+        self,
+        message: InboundMessage,
+        history: Sequence[Turn],
+        report: dict[str, Any],
+        summary: Turn | None,
+    ) -> None:
+        """Fold the turns that fell out of this context into the chat's summary, later."""
+        if self._compactor is None or self._closing:
+            return
+        dropped = int(report.get("history", {}).get("dropped", 0))
+        due = self._compactor.due(message.chat_key, history, dropped, summary)
+        if not due:
+            return
+        task = asyncio.create_task(self._compact(message, due, summary))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _compact(
+        self, message: InboundMessage, due: Sequence[Turn], summary: Turn | None
+    ) -> None:
+        assert self._compactor is not None
+        async with self._tasks.track():
+            await self._compactor.fold(message.chat_key, message.chat_type.value, due, summary)
 
     def _keep_report(self, chat_key: str, report: dict[str, Any]) -> None:
         self._last_reports[chat_key] = report
@@ -158,10 +195,17 @@ class MessageProcessor:
         while len(self._last_reports) > REPORTS_KEPT:
             self._last_reports.popitem(last=False)
 
-    async def _history(self, message: InboundMessage, before_id: int) -> Sequence[Turn]:
-        return await self._store.recent_turns(
+    async def _history(
+        self, message: InboundMessage, before_id: int
+    ) -> tuple[Sequence[Turn], Turn | None]:
+        """Recent turns after the chat's summary (if any), and that summary."""
+        turns = await self._store.recent_turns(
             message.platform, message.chat_id, self._options.history_limit, before_id=before_id
         )
+        summary = await self._store.latest_summary(message.platform, message.chat_id)
+        through = covered_through(summary)
+        history = [t for t in turns if t.id > through and t.kind != "summary"]
+        return history, summary
 
     async def _images(self, message: InboundMessage) -> ImageNotes:
         if not message.images:

@@ -32,9 +32,12 @@ def format_report(report: dict[str, Any]) -> str:
     if ranges:
         shown = ", ".join(f"#{a}" if a == b else f"#{a}–#{b}" for a, b in ranges[:5])
         line += f" ({shown}{', …' if len(ranges) > 5 else ''})"
-    if history.get("summary"):
-        line += "; older turns summarised"
     lines.append(line + ".")
+    if summary := history.get("summary"):
+        lines.append(
+            f"Summary: {summary.get('turns', 0)} earlier turn(s) folded into one summary "
+            f"(through #{summary.get('through_id', '?')})."
+        )
     if report.get("current_tokens") is not None:
         lines.append(f"Current message: {report['current_tokens']} tokens.")
     return "\n".join(lines)

@@ -25,6 +25,7 @@ class TurnInput:
     memories: Sequence[MemoryItem]  # the sender's, newest first, nobody else's
     image_parts: Sequence[dict[str, Any]] = ()  # OpenAI image_url parts (passthrough mode)
     tool_guide: str = ""
+    summary: Turn | None = None  # the chat's progress summary; `history` starts after it
 
 
 @dataclass(frozen=True)

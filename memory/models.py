@@ -23,6 +23,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -198,6 +199,14 @@ class TurnRow(Base):
     __table_args__ = (
         UniqueConstraint("chat_id", "platform_message_id"),
         Index("ix_turns_chat_id_id", "chat_id", "id"),
+        # A chat's newest summary (compaction) without walking its whole history.
+        Index(
+            "ix_turns_summaries",
+            "chat_id",
+            "id",
+            sqlite_where=text("kind = 'summary'"),
+            postgresql_where=text("kind = 'summary'"),
+        ),
         # Never reuse an id after a delete: ids are how callers refer to turns and memories.
         {"sqlite_autoincrement": True},
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -148,6 +148,7 @@ class SqlStorage:
         )
         self._recent = recent
         self._recent_before = recent.where(TurnRow.id < bindparam("before_id"))
+        self._summary = recent.where(TurnRow.kind == "summary")
         chat = insert(Chat)
         self._upsert_chat = chat.on_conflict_do_update(
             index_elements=["platform", "platform_chat_id"],
@@ -310,6 +311,20 @@ class SqlStorage:
         params = {"chat_pk": chat_pk, "limit": limit, "before_id": before_id}
         query = self._recent if before_id is None else self._recent_before
         rows = await self._db.read(lambda conn: conn.execute(query, params).all())
+        return self._turns(platform, chat_id, reversed(rows))
+
+    async def latest_summary(self, platform: str, chat_id: str) -> Turn | None:
+        """The chat's newest `summary` turn (what compaction folded), if any."""
+        chat_pk = await self._find_chat((platform, chat_id))
+        if chat_pk is None:
+            return None
+        params = {"chat_pk": chat_pk, "limit": 1}
+        rows = await self._db.read(lambda conn: conn.execute(self._summary, params).all())
+        found = self._turns(platform, chat_id, rows)
+        return found[0] if found else None
+
+    @staticmethod
+    def _turns(platform: str, chat_id: str, rows: Iterable[Any]) -> list[Turn]:
         return [
             Turn(
                 id=r.id,
@@ -325,7 +340,7 @@ class SqlStorage:
                 meta=r.meta or {},
                 created_at=r.created_at,
             )
-            for r in reversed(rows)
+            for r in rows
         ]
 
     async def clear_history(self, platform: str, chat_id: str) -> int:

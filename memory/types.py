@@ -70,6 +70,9 @@ class TurnStore(Protocol):
     ) -> list[Turn]:
         """The newest `limit` turns of one chat (older than `before_id`), oldest first."""
 
+    async def latest_summary(self, platform: str, chat_id: str) -> Turn | None:
+        """The chat's newest `summary` turn, if any."""
+
     async def clear_history(self, platform: str, chat_id: str) -> int:
         """Delete one chat's turns; returns how many."""
 

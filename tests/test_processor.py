@@ -19,6 +19,7 @@ import pytest
 
 from bot.commands import Commands
 from bot.dispatcher import Dispatcher
+from core.compaction import CompactionOptions, Compactor
 from core.context import ContextBuilder
 from core.llm import OpenAIProvider
 from core.messages import ChatType, InboundMessage, Reply
@@ -53,6 +54,7 @@ async def build_rig(
     timeout_s: float = 5.0,
     max_retries: int = 0,
     admins: frozenset[str] = frozenset({ADMIN}),
+    compaction: CompactionOptions | None = None,
 ) -> AsyncIterator[Rig]:
     """The parts of bot/app.py's `_start`, minus the channels."""
     ensure_workspace(workspace, "chatterd")
@@ -74,6 +76,7 @@ async def build_rig(
             counter=counter,
             options=ProcessorOptions(reply_tokens=reply_tokens),
             tool_loop=loop,
+            compactor=Compactor(llm, storage, counter, compaction) if compaction else None,
         )
         commands = Commands(
             store=storage, admins=admins, bot_name="chatterd", context_report=processor.last_report
