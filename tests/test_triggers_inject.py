@@ -43,8 +43,7 @@ def test_inject_prefixes_sender_and_images() -> None:
         "Alice", "u1", "look at this", ["a cat on a sofa", "could not be read"], "suffix note"
     )
     assert (
-        text
-        == "[Alice]: look at this\n(Image 1: a cat on a sofa)\n"
+        text == "[Alice]: look at this\n(Image 1: a cat on a sofa)\n"
         "(Image 2: could not be read)\nsuffix note"
     )
 
