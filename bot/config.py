@@ -8,20 +8,16 @@ then the defaults below. Unknown keys are errors: a typo must never be silently 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
     field_validator,
-    model_validator,
 )
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
@@ -31,16 +27,14 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from channels.config import HttpConfig, OnebotConfig, Section, TelegramConfig
+
 PLATFORMS = ("telegram", "qq", "http", "console")
 DEFAULT_CONFIG_PATH = Path("config.toml")
 
 
 class ConfigError(Exception):
     """A configuration problem, phrased as one line naming the key."""
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
 
 
 class BotConfig(Section):
@@ -118,62 +112,6 @@ class ToolsConfig(Section):
     search_results: int = Field(5, ge=1, le=20)
     search_timeout_s: float = Field(10.0, gt=0, le=120)
     mode: Literal["markers", "native"] = "markers"
-
-
-class TelegramConfig(Section):
-    enabled: bool = False
-    token: SecretStr | None = None
-    api_base_url: str = "https://api.telegram.org"
-    mode: Literal["polling", "webhook"] = "polling"
-    webhook_url: str | None = None
-    webhook_listen: str = "0.0.0.0"
-    webhook_port: int = Field(8443, ge=1, le=65535)
-    webhook_secret: SecretStr | None = None
-    poll_stall_s: float = Field(90.0, gt=0)
-    rate_limit_per_min: int = Field(20, ge=0)
-    answer_edited: bool = False
-
-    @field_validator("webhook_secret")
-    @classmethod
-    def _telegram_secret_charset(cls, value: SecretStr | None) -> SecretStr | None:
-        # Telegram accepts 1-256 characters of A-Z a-z 0-9 _ - for secret_token.
-        if value is not None and not re.fullmatch(
-            r"[A-Za-z0-9_-]{1,256}", value.get_secret_value()
-        ):
-            raise ValueError("must be 1-256 characters of A-Z, a-z, 0-9, _ and -")
-        return value
-
-    @model_validator(mode="after")
-    def _webhook_needs_url(self) -> TelegramConfig:
-        if self.mode == "webhook" and not (self.webhook_url or "").startswith(
-            ("https://", "http://")
-        ):
-            raise ValueError('webhook_url: webhook mode needs webhook_url = "https://..."')
-        return self
-
-
-class OnebotConfig(Section):
-    enabled: bool = False
-    mode: Literal["reverse_ws", "forward_ws"] = "reverse_ws"
-    host: str = "127.0.0.1"
-    port: int = Field(8081, ge=0, le=65535)
-    path: str = "/onebot/v11/ws"
-    access_token: SecretStr | None = None
-    url: str | None = None
-    allow_private_media_hosts: list[str] = []
-
-    @model_validator(mode="after")
-    def _forward_needs_url(self) -> OnebotConfig:
-        if self.mode == "forward_ws" and not (self.url or "").startswith(("ws://", "wss://")):
-            raise ValueError('url: forward_ws mode needs url = "ws://host:port" (or wss://)')
-        return self
-
-
-class HttpConfig(Section):
-    enabled: bool = True
-    host: str = "127.0.0.1"
-    port: int = Field(8080, ge=0, le=65535)
-    token: SecretStr | None = None
 
 
 class GroupsConfig(Section):

@@ -23,8 +23,8 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.config import HttpConfig
 from channels.base import ChannelHealth, MessageHandler
+from channels.config import HttpConfig
 from channels.names import clean_display_name
 from core.messages import ChatType, InboundMessage, OutboundMessage
 

@@ -15,8 +15,8 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.config import OnebotConfig
 from channels.base import ChannelHealth, MessageHandler
+from channels.config import OnebotConfig
 from channels.download import DownloadError, DownloadPolicy, SafeDownloader
 from channels.names import clean_display_name
 from channels.onebot_actions import OneBotError

@@ -20,8 +20,8 @@ from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, Te
 from telegram.ext import ContextTypes
 from telegram.request import HTTPXRequest
 
-from bot.config import TelegramConfig
 from channels.base import ChannelHealth, MessageHandler
+from channels.config import TelegramConfig
 from channels.ratelimit import RateLimiter
 from channels.telegram_app import (
     App,

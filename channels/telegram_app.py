@@ -21,7 +21,7 @@ from telegram.error import TelegramError
 from telegram.ext import Application, ApplicationBuilder, ContextTypes, TypeHandler
 from telegram.request import HTTPXRequest
 
-from bot.config import TelegramConfig
+from channels.config import TelegramConfig
 from channels.telegram_polling import PollingRequest, PollMonitor
 
 log = logging.getLogger(__name__)

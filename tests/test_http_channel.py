@@ -12,8 +12,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.config import HttpConfig
 from channels.base import ChannelHealth
+from channels.config import HttpConfig
 from channels.http import MAX_TEXT_CHARS, HttpChannel
 from core.messages import ChatType, InboundMessage, OutboundMessage, Reply
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from bot.config import OnebotConfig
+from channels.config import OnebotConfig
 from channels.download import DownloadError, DownloadRefused
 from channels.onebot import DM_REFUSED, OneBotChannel
 from core.messages import ChatType, Reply

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.config import OnebotConfig
+from channels.config import OnebotConfig
 from channels.onebot import OneBotChannel
 from core.messages import Reply
 from tests.fakes.onebot_impl import FakeOneBot, Recorder, eventually

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from bot.config import OnebotConfig
+from channels.config import OnebotConfig
 from channels.onebot import OneBotChannel, OneBotUnavailable
 from channels.onebot_actions import ActionFailed, ConnectionLost
 from core.messages import OutboundMessage

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bot.config import TelegramConfig
+from channels.config import TelegramConfig
 from channels.download import DownloadTooLarge
 from channels.telegram import RATE_NOTICE, UNSUPPORTED_NOTICE, TelegramChannel, TelegramTimings
 from core.messages import ChatType, InboundMessage, OutboundMessage, Reply

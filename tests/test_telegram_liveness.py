@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 import aiohttp
 import pytest
 
-from bot.config import TelegramConfig
+from channels.config import TelegramConfig
 from channels.telegram import TelegramChannel, TelegramStartError
 from core.messages import Reply
 from tests.fakes.telegram_server import FakeTelegram, Inbox, private_chat, user
