@@ -13,24 +13,38 @@ Speed: the build walks the history newest-first and stops when the budget is ful
 each newline forces token boundaries on both sides of the body, so a chunk's count is
 count(head) + count(body) + count(tail) exactly, and the body count can come from
 storage (`Chunk.tokens`) instead of re-tokenizing old turns.
+
+Layout: the data types are in core/chunk_types.py and the tags and escaping in
+core/chunk_render.py; this module is the builder and re-exports both, so
+`from core.chunks import ...` gives the whole API.
 """
 
 from __future__ import annotations
 
-import bisect
-import json
-import re
-import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, field
-from enum import StrEnum
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
-from itertools import accumulate
 from operator import attrgetter
-from types import MappingProxyType
-from typing import Any, Protocol, overload, runtime_checkable
+from typing import Any
 
 from core.assembler import ContextOverflowError
+from core.chunk_render import (
+    DEFAULT_TAGS,
+    TAG_ROLES,
+    ChunkRenderer,
+    XmlChunkRenderer,
+    escape_attr,
+    neutralize_tags,
+)
+from core.chunk_types import (
+    PINNED_TYPES,
+    ROLES,
+    Chunk,
+    ChunkLog,
+    ChunkType,
+    ContextBuildResult,
+    IdRanges,
+)
 from core.tokens import (
     REPLY_PRIMER_TOKENS,
     TOKENS_PER_MESSAGE,
@@ -40,333 +54,24 @@ from core.tokens import (
 )
 
 MESSAGE_SEPARATOR = "\n\n"
-ROLES = ("system", "user", "assistant")
 
-
-class ChunkType(StrEnum):
-    SYSTEM = "system"
-    AGENT = "agent"
-    WORKFLOW = "workflow"
-    DELEGATION = "delegation"
-    ENVIRONMENT = "environment"
-    WORKING_FLOW = "working_flow"
-    OUTPUT = "output"
-
-
-PINNED_TYPES = frozenset({ChunkType.SYSTEM, ChunkType.ENVIRONMENT})
-
-# Every default tag and the role its message takes unless the chunk names one.
-TAG_ROLES: Mapping[str, str] = MappingProxyType(
-    {
-        "system_context": "system",
-        "user_message": "user",
-        "assistant_response": "assistant",
-        "assistant_clarification": "assistant",
-        "tool_call": "assistant",
-        "skill_call": "assistant",
-        "tool_result": "user",
-        "skill_result": "user",
-        "spawn_subagent": "assistant",
-        "message_to_subagent": "assistant",
-        "subagent_result": "user",
-        "parent_agent_message": "user",
-        "progress_summary": "system",
-        "todo_update": "assistant",
-        "thinking": "assistant",
-        "user_intervention": "user",
-        "task_completed": "assistant",
-        "task_abandoned": "assistant",
-        "task_terminated": "assistant",
-    }
-)
-DEFAULT_TAGS = frozenset(TAG_ROLES)
-_RESULT_TAGS = frozenset({"tool_result", "skill_result", "subagent_result"})
-# The tag of a chunk without `subtype`: (type, role) -> tag, then (type, None) -> tag.
-_TYPE_TAGS: Mapping[tuple[ChunkType, str | None], str] = MappingProxyType(
-    {
-        (ChunkType.SYSTEM, None): "system_context",
-        (ChunkType.ENVIRONMENT, None): "system_context",
-        (ChunkType.AGENT, "user"): "user_message",
-        (ChunkType.AGENT, None): "assistant_response",
-        (ChunkType.WORKFLOW, "user"): "tool_result",
-        (ChunkType.WORKFLOW, None): "tool_call",
-        (ChunkType.DELEGATION, "user"): "subagent_result",
-        (ChunkType.DELEGATION, None): "spawn_subagent",
-        (ChunkType.WORKING_FLOW, None): "progress_summary",
-        (ChunkType.OUTPUT, None): "task_completed",
-    }
-)
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Chunk:
-    """One piece of conversation state; immutable, compared by identity.
-
-    `subtype` picks the tag (one of TAG_ROLES, or anything a registered renderer knows);
-    `tokens` is the stored token count of `content` under the builder's tokenizer, used
-    instead of re-tokenizing when the content is rendered unchanged.
-    """
-
-    id: str | int
-    type: ChunkType
-    content: str
-    role: str | None = None
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-    _: KW_ONLY
-    subtype: str | None = None
-    tokens: int | None = None
-
-    def __post_init__(self) -> None:
-        if isinstance(self.id, bool) or not isinstance(self.id, str | int) or self.id == "":
-            raise ValueError(f"chunk id must be a non-empty str or an int, not {self.id!r}")
-        if not isinstance(self.type, ChunkType):
-            try:
-                object.__setattr__(self, "type", ChunkType(self.type))
-            except ValueError:
-                valid = ", ".join(t.value for t in ChunkType)
-                raise ValueError(
-                    f"chunk {self.id!r}: unknown type {self.type!r} (valid: {valid})"
-                ) from None
-        if not isinstance(self.content, str):
-            raise TypeError(f"chunk {self.id!r}: content must be str")
-        if self.role is not None and self.role not in ROLES:
-            raise ValueError(f"chunk {self.id!r}: role must be one of {ROLES} or None")
-        if not isinstance(self.metadata, Mapping):
-            raise TypeError(f"chunk {self.id!r}: metadata must be a mapping")
-        object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
-        if self.subtype is not None and not isinstance(self.subtype, str):
-            raise TypeError(f"chunk {self.id!r}: subtype must be str or None")
-        if self.tokens is not None and (
-            isinstance(self.tokens, bool) or not isinstance(self.tokens, int) or self.tokens < 0
-        ):
-            raise ValueError(f"chunk {self.id!r}: tokens must be a non-negative int or None")
-
-
-@runtime_checkable
-class ChunkRenderer(Protocol):
-    """Renders chunks it can handle; registered renderers are asked before the defaults."""
-
-    def can_render(self, chunk: Chunk) -> bool: ...
-
-    def get_role(self, chunk: Chunk) -> str: ...
-
-    def render(self, chunk: Chunk) -> str: ...
-
-
-# -- escaping -------------------------------------------------------------------------
-
-_INVISIBLE = "\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff"
-_OPENERS = "<\uff1c\ufe64"
-_TAG_LIKE = re.compile(
-    rf"[{_OPENERS}]([\s{_INVISIBLE}/\uff0f\\]*)([^\s>\uff1e/\uff0f{_OPENERS}]{{1,96}})"
-)
-_STRIP_INVISIBLE = re.compile(rf"[{_INVISIBLE}]")
-_ATTR_NAME_BAD = re.compile(r"[^A-Za-z0-9_.-]")
-
-
-def _attr_table() -> Mapping[int, str]:
-    escapes = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
-    escapes |= {"\n": "&#10;", "\r": "&#13;", "\t": "&#9;"}
-    escapes |= {chr(c): "\ufffd" for c in range(32) if chr(c) not in "\n\r\t"}
-    return MappingProxyType(str.maketrans(escapes))
-
-
-_ATTR_TABLE = _attr_table()
-
-
-def neutralize_tags(text: str, tags: Iterable[str] = DEFAULT_TAGS) -> str:
-    """Turn anything in `text` that a reader could take for one of `tags` into plain text.
-
-    Catches opening and closing forms in any case, with attributes, whitespace, zero-width
-    characters or full-width brackets; the opening bracket becomes "&lt;".
-    """
-    if "<" not in text and "\uff1c" not in text and "\ufe64" not in text:
-        return text
-    names = tags if isinstance(tags, frozenset) else frozenset(tags)
-
-    def fix(match: re.Match[str]) -> str:
-        name = _STRIP_INVISIBLE.sub("", match.group(2))
-        name = unicodedata.normalize("NFKC", name).casefold().replace("-", "_")
-        for tag in names:
-            rest = name[len(tag) : len(tag) + 1]
-            if name.startswith(tag) and not (rest.isalnum() or rest == "_"):
-                return "&lt;" + match.group(1) + match.group(2)
-        return match.group(0)
-
-    return _TAG_LIKE.sub(fix, text)
-
-
-def escape_attr(value: str) -> str:
-    """Escape an attribute value for a double-quoted XML attribute (one line, no markup)."""
-    return value.translate(_ATTR_TABLE)
-
-
-def _attr_text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str | int | float):
-        return escape_attr(str(value))
-    return escape_attr(json.dumps(value, ensure_ascii=False, default=str, sort_keys=True))
-
-
-def _attr_name(key: Any) -> str | None:
-    name = _ATTR_NAME_BAD.sub("_", str(key))
-    if not name:
-        return None
-    return name if (name[0].isalpha() or name[0] == "_") else "_" + name
-
-
-class XmlChunkRenderer:
-    """The default renderer: `<tag id=".." k="v"> \\nbody \\n</tag>` for every chunk."""
-
-    def __init__(self, extra_tags: Iterable[str] = ()) -> None:
-        self.tags = DEFAULT_TAGS | frozenset(extra_tags)
-
-    def can_render(self, chunk: Chunk) -> bool:
-        return chunk.subtype is None or chunk.subtype in TAG_ROLES
-
-    def tag_for(self, chunk: Chunk) -> str:
-        if chunk.subtype is not None:
-            if chunk.subtype not in TAG_ROLES:
-                raise ValueError(
-                    f"chunk {chunk.id!r}: unknown subtype {chunk.subtype!r}; register a "
-                    f"renderer for it or use one of {sorted(TAG_ROLES)}"
-                )
-            return chunk.subtype
-        return _TYPE_TAGS.get((chunk.type, chunk.role)) or _TYPE_TAGS[(chunk.type, None)]
-
-    def get_role(self, chunk: Chunk) -> str:
-        return chunk.role or TAG_ROLES[self.tag_for(chunk)]
-
-    def open_tag(self, chunk: Chunk, tag: str) -> str:
-        attrs = [f'id="{escape_attr(str(chunk.id))}"']
-        meta = chunk.metadata
-        if tag in _RESULT_TAGS and "success" in meta:
-            ok = bool(meta["success"])
-            attrs.append(f'success="{"true" if ok else "false"}"')
-            if not ok and "error" not in meta:
-                attrs.append('error="true"')
-        for key, value in meta.items():
-            if key == "id" or (key == "success" and tag in _RESULT_TAGS):
-                continue  # the chunk id wins; success was written above
-            name, text = _attr_name(key), _attr_text(value)
-            if name is not None and text is not None:
-                attrs.append(f'{name}="{text}"')
-        return f"<{tag} {' '.join(attrs)}>"
-
-    def parts(self, chunk: Chunk) -> tuple[str, str, str]:
-        """(head, body, tail); body is stripped and neutralised, empty for empty chunks."""
-        tag = self.tag_for(chunk)
-        body = neutralize_tags(chunk.content.strip(), self.tags)
-        opening = self.open_tag(chunk, tag)
-        if not body:
-            return opening, "", f"</{tag}>"
-        return opening + " \n", body, f" \n</{tag}>"
-
-    def render(self, chunk: Chunk) -> str:
-        return "".join(self.parts(chunk))
-
-
-# -- results ----------------------------------------------------------------------------
-
-
-class IdRanges(Sequence[Any]):
-    """Ids of chunks given as ascending index ranges of the input: O(ranges) memory.
-
-    Behaves as a read-only sequence of ids (len, index, iterate, compare with a list);
-    `ranges()` gives the compact form (first id, last id, count) for reports.
-    """
-
-    def __init__(self, chunks: Sequence[Chunk], ranges: Sequence[tuple[int, int]]) -> None:
-        self._chunks = chunks
-        self._ranges = tuple((a, b) for a, b in ranges if b > a)
-        self._ends = list(accumulate(b - a for a, b in self._ranges))
-
-    def __len__(self) -> int:
-        return self._ends[-1] if self._ends else 0
-
-    @overload
-    def __getitem__(self, index: int) -> Any: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Any]: ...
-    def __getitem__(self, index: int | slice) -> Any:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError("IdRanges index out of range")
-        k = bisect.bisect_right(self._ends, index)
-        start = self._ranges[k][0]
-        offset = index - (self._ends[k - 1] if k else 0)
-        return self._chunks[start + offset].id
-
-    def __iter__(self) -> Iterator[Any]:
-        for a, b in self._ranges:
-            for i in range(a, b):
-                yield self._chunks[i].id
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, IdRanges | list | tuple):
-            return len(self) == len(other) and all(x == y for x, y in zip(self, other, strict=True))
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def ranges(self) -> list[tuple[Any, Any, int]]:
-        return [(self._chunks[a].id, self._chunks[b - 1].id, b - a) for a, b in self._ranges]
-
-    def __repr__(self) -> str:
-        parts = [f"{f}..{la} ({n})" if n > 1 else repr(f) for f, la, n in self.ranges()]
-        return f"IdRanges([{', '.join(parts)}])"
-
-
-@dataclass(frozen=True)
-class ContextBuildResult:
-    messages: list[dict[str, Any]]
-    token_count: int
-    token_count_exact: bool
-    included_chunk_ids: list[Any]
-    excluded_chunk_ids: Sequence[Any]
-
-
-class ChunkLog(Sequence[Chunk]):
-    """An append-only chunk history that indexes its pinned (system/environment) chunks.
-
-    Pass one to `build` for long histories: the builder then finds pinned chunks without
-    scanning, and a build costs the same at 100,000 chunks as at 1,000.
-    """
-
-    def __init__(self, chunks: Iterable[Chunk] = ()) -> None:
-        self._items: list[Chunk] = []
-        self._pinned: list[int] = []
-        self.extend(chunks)
-
-    def append(self, chunk: Chunk) -> None:
-        if not isinstance(chunk, Chunk):
-            raise TypeError(f"ChunkLog holds Chunk objects, not {type(chunk).__name__}")
-        if chunk.type in PINNED_TYPES:
-            self._pinned.append(len(self._items))
-        self._items.append(chunk)
-
-    def extend(self, chunks: Iterable[Chunk]) -> None:
-        for chunk in chunks:
-            self.append(chunk)
-
-    def pinned_indices(self) -> Sequence[int]:
-        return tuple(self._pinned)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    @overload
-    def __getitem__(self, index: int) -> Chunk: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Chunk]: ...
-    def __getitem__(self, index: int | slice) -> Chunk | list[Chunk]:
-        return self._items[index]
+__all__ = [
+    "DEFAULT_TAGS",
+    "MESSAGE_SEPARATOR",
+    "PINNED_TYPES",
+    "ROLES",
+    "TAG_ROLES",
+    "Chunk",
+    "ChunkContextBuilder",
+    "ChunkLog",
+    "ChunkRenderer",
+    "ChunkType",
+    "ContextBuildResult",
+    "IdRanges",
+    "XmlChunkRenderer",
+    "escape_attr",
+    "neutralize_tags",
+]
 
 
 # -- building ---------------------------------------------------------------------------

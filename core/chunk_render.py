@@ -1,0 +1,188 @@
+"""Tags and escaping: how a chunk becomes `<tag id=".." k="v"> \\nbody \\n</tag>` text.
+
+Why a module of its own: the tag table, the escaping of attributes and the
+neutralising of tag look-alikes in user text are the safety boundary of chunk
+rendering (user text must never pose as another kind of chunk). Kept apart from the
+budget arithmetic in core/chunks.py, they can be read and tested on their own;
+compaction uses them too. `core.chunks` re-exports every public name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, Protocol, runtime_checkable
+
+from core.chunk_types import Chunk, ChunkType
+
+# Every default tag and the role its message takes unless the chunk names one.
+TAG_ROLES: Mapping[str, str] = MappingProxyType(
+    {
+        "system_context": "system",
+        "user_message": "user",
+        "assistant_response": "assistant",
+        "assistant_clarification": "assistant",
+        "tool_call": "assistant",
+        "skill_call": "assistant",
+        "tool_result": "user",
+        "skill_result": "user",
+        "spawn_subagent": "assistant",
+        "message_to_subagent": "assistant",
+        "subagent_result": "user",
+        "parent_agent_message": "user",
+        "progress_summary": "system",
+        "todo_update": "assistant",
+        "thinking": "assistant",
+        "user_intervention": "user",
+        "task_completed": "assistant",
+        "task_abandoned": "assistant",
+        "task_terminated": "assistant",
+    }
+)
+DEFAULT_TAGS = frozenset(TAG_ROLES)
+_RESULT_TAGS = frozenset({"tool_result", "skill_result", "subagent_result"})
+# The tag of a chunk without `subtype`: (type, role) -> tag, then (type, None) -> tag.
+_TYPE_TAGS: Mapping[tuple[ChunkType, str | None], str] = MappingProxyType(
+    {
+        (ChunkType.SYSTEM, None): "system_context",
+        (ChunkType.ENVIRONMENT, None): "system_context",
+        (ChunkType.AGENT, "user"): "user_message",
+        (ChunkType.AGENT, None): "assistant_response",
+        (ChunkType.WORKFLOW, "user"): "tool_result",
+        (ChunkType.WORKFLOW, None): "tool_call",
+        (ChunkType.DELEGATION, "user"): "subagent_result",
+        (ChunkType.DELEGATION, None): "spawn_subagent",
+        (ChunkType.WORKING_FLOW, None): "progress_summary",
+        (ChunkType.OUTPUT, None): "task_completed",
+    }
+)
+
+
+@runtime_checkable
+class ChunkRenderer(Protocol):
+    """Renders chunks it can handle; registered renderers are asked before the defaults."""
+
+    def can_render(self, chunk: Chunk) -> bool: ...
+
+    def get_role(self, chunk: Chunk) -> str: ...
+
+    def render(self, chunk: Chunk) -> str: ...
+
+
+# -- escaping -------------------------------------------------------------------------
+
+_INVISIBLE = "\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff"
+_OPENERS = "<\uff1c\ufe64"
+_TAG_LIKE = re.compile(
+    rf"[{_OPENERS}]([\s{_INVISIBLE}/\uff0f\\]*)([^\s>\uff1e/\uff0f{_OPENERS}]{{1,96}})"
+)
+_STRIP_INVISIBLE = re.compile(rf"[{_INVISIBLE}]")
+_ATTR_NAME_BAD = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def _attr_table() -> Mapping[int, str]:
+    escapes = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
+    escapes |= {"\n": "&#10;", "\r": "&#13;", "\t": "&#9;"}
+    escapes |= {chr(c): "\ufffd" for c in range(32) if chr(c) not in "\n\r\t"}
+    return MappingProxyType(str.maketrans(escapes))
+
+
+_ATTR_TABLE = _attr_table()
+
+
+def neutralize_tags(text: str, tags: Iterable[str] = DEFAULT_TAGS) -> str:
+    """Turn anything in `text` that a reader could take for one of `tags` into plain text.
+
+    Catches opening and closing forms in any case, with attributes, whitespace, zero-width
+    characters or full-width brackets; the opening bracket becomes "&lt;".
+    """
+    if "<" not in text and "\uff1c" not in text and "\ufe64" not in text:
+        return text
+    names = tags if isinstance(tags, frozenset) else frozenset(tags)
+
+    def fix(match: re.Match[str]) -> str:
+        name = _STRIP_INVISIBLE.sub("", match.group(2))
+        name = unicodedata.normalize("NFKC", name).casefold().replace("-", "_")
+        for tag in names:
+            rest = name[len(tag) : len(tag) + 1]
+            if name.startswith(tag) and not (rest.isalnum() or rest == "_"):
+                return "&lt;" + match.group(1) + match.group(2)
+        return match.group(0)
+
+    return _TAG_LIKE.sub(fix, text)
+
+
+def escape_attr(value: str) -> str:
+    """Escape an attribute value for a double-quoted XML attribute (one line, no markup)."""
+    return value.translate(_ATTR_TABLE)
+
+
+def _attr_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return escape_attr(str(value))
+    return escape_attr(json.dumps(value, ensure_ascii=False, default=str, sort_keys=True))
+
+
+def _attr_name(key: Any) -> str | None:
+    name = _ATTR_NAME_BAD.sub("_", str(key))
+    if not name:
+        return None
+    return name if (name[0].isalpha() or name[0] == "_") else "_" + name
+
+
+class XmlChunkRenderer:
+    """The default renderer: `<tag id=".." k="v"> \\nbody \\n</tag>` for every chunk."""
+
+    def __init__(self, extra_tags: Iterable[str] = ()) -> None:
+        self.tags = DEFAULT_TAGS | frozenset(extra_tags)
+
+    def can_render(self, chunk: Chunk) -> bool:
+        return chunk.subtype is None or chunk.subtype in TAG_ROLES
+
+    def tag_for(self, chunk: Chunk) -> str:
+        if chunk.subtype is not None:
+            if chunk.subtype not in TAG_ROLES:
+                raise ValueError(
+                    f"chunk {chunk.id!r}: unknown subtype {chunk.subtype!r}; register a "
+                    f"renderer for it or use one of {sorted(TAG_ROLES)}"
+                )
+            return chunk.subtype
+        return _TYPE_TAGS.get((chunk.type, chunk.role)) or _TYPE_TAGS[(chunk.type, None)]
+
+    def get_role(self, chunk: Chunk) -> str:
+        return chunk.role or TAG_ROLES[self.tag_for(chunk)]
+
+    def open_tag(self, chunk: Chunk, tag: str) -> str:
+        attrs = [f'id="{escape_attr(str(chunk.id))}"']
+        meta = chunk.metadata
+        if tag in _RESULT_TAGS and "success" in meta:
+            ok = bool(meta["success"])
+            attrs.append(f'success="{"true" if ok else "false"}"')
+            if not ok and "error" not in meta:
+                attrs.append('error="true"')
+        for key, value in meta.items():
+            if key == "id" or (key == "success" and tag in _RESULT_TAGS):
+                continue  # the chunk id wins; success was written above
+            name, text = _attr_name(key), _attr_text(value)
+            if name is not None and text is not None:
+                attrs.append(f'{name}="{text}"')
+        return f"<{tag} {' '.join(attrs)}>"
+
+    def parts(self, chunk: Chunk) -> tuple[str, str, str]:
+        """(head, body, tail); body is stripped and neutralised, empty for empty chunks."""
+        tag = self.tag_for(chunk)
+        body = neutralize_tags(chunk.content.strip(), self.tags)
+        opening = self.open_tag(chunk, tag)
+        if not body:
+            return opening, "", f"</{tag}>"
+        return opening + " \n", body, f" \n</{tag}>"
+
+    def render(self, chunk: Chunk) -> str:
+        return "".join(self.parts(chunk))

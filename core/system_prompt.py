@@ -1,0 +1,168 @@
+"""ContextBuilder's system prompt: which components a turn gets, assembled within a room.
+
+Why a module of its own: choosing the components (identity, time, session, bootstrap
+files, tool guide, memory notes, skills and the turn's own parts, in the documented
+order) and keeping the persistent ContextAssembler in step with them is one job, apart
+from fitting the history and the current message (core/context.py). It is a mixin so
+the methods moved unchanged: ContextBuilder sets the attributes declared below.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import UTC, date, datetime
+from zoneinfo import ZoneInfo
+
+from core.assembler import ComponentPriority, ContextAssembler, ContextOverflowError, Order
+from core.context_parts import (
+    IDENTITY,
+    SESSION,
+    SKILLS_SUMMARY,
+    TIME,
+    TOOL_GUIDE,
+    SystemComponent,
+    time_text,
+)
+from core.skills import SkillsLoader, skill_full_text, skills_summary_xml
+from core.workspace import Workspace
+
+log = logging.getLogger("core.context")  # ContextBuilder's logger, as before the split
+
+
+class SystemPromptMixin:
+    """The system-prompt methods of ContextBuilder (core/context.py), which sets these."""
+
+    workspace: Workspace
+    skills: SkillsLoader
+    tool_guide: str | None
+    extra_components: tuple[SystemComponent, ...]
+    tz: ZoneInfo
+    _clock: Callable[[], datetime]
+    _identity: str
+    _assembler: ContextAssembler
+    _names: list[str]
+    _order: Order
+
+    def _now(self) -> datetime:
+        now = self._clock()
+        if now.tzinfo is None:
+            now = now.replace(tzinfo=UTC)
+        return now.astimezone(self.tz)
+
+    def _components(
+        self,
+        skill_names: Sequence[str] | None,
+        turn_parts: Sequence[SystemComponent],
+        channel: str | None,
+        chat_id: str | None,
+    ) -> list[SystemComponent]:
+        """Every component of this turn, static first, in the documented order."""
+        now = self._now()
+        crit, high = ComponentPriority.CRITICAL, ComponentPriority.HIGH
+        parts = [
+            SystemComponent(IDENTITY, self._identity, crit, truncatable=False),
+            SystemComponent(TIME, time_text(now), crit, truncatable=False),
+        ]
+        if channel or chat_id:
+            parts.append(
+                SystemComponent(
+                    SESSION,
+                    f"Channel: {channel or '?'}\nChat ID: {chat_id or '?'}",
+                    crit,
+                    truncatable=False,
+                )
+            )
+        parts += [
+            SystemComponent(f.name, f.content, high) for f in self.workspace.bootstrap_files()
+        ]
+        if self.tool_guide:
+            parts.append(SystemComponent(TOOL_GUIDE, self.tool_guide, high))
+        parts += self._memory_notes(now.date())
+        parts += self._skills(skill_names)
+        parts += self.extra_components
+        by_name = {p.name: i for i, p in enumerate(parts)}
+        for part in turn_parts:
+            if not part.content or not part.content.strip():
+                continue
+            if part.name in by_name:
+                parts[by_name[part.name]] = part
+            else:
+                by_name[part.name] = len(parts)
+                parts.append(part)
+        return parts
+
+    def _memory_notes(self, today: date) -> list[SystemComponent]:
+        names = {"memory/MEMORY.md": "Workspace memory"}
+        return [
+            SystemComponent(
+                names.get(f.name, f"Notes for {today.isoformat()}"),
+                f.content,
+                ComponentPriority.MEDIUM,
+            )
+            for f in self.workspace.memory_notes(today)
+        ]
+
+    def _skills(self, skill_names: Sequence[str] | None) -> list[SystemComponent]:
+        found = self.skills.list_skills()
+        if not found:
+            return []
+        requested = set(skill_names or ())
+        unknown = requested - {s.name for s in found}
+        if unknown:
+            log.warning("requested skill(s) not found: %s", ", ".join(sorted(unknown)))
+        full = [s for s in found if s.name in requested or (s.always and s.available)]
+        rest = [s for s in found if s not in full]
+        parts = [
+            SystemComponent(f"Skill {s.name}", skill_full_text(s), ComponentPriority.LOW)
+            for s in full
+        ]
+        summary = skills_summary_xml(rest)
+        if summary:
+            parts.append(SystemComponent(SKILLS_SUMMARY, summary, ComponentPriority.OPTIONAL))
+        return parts
+
+    def _assemble(self, wanted: list[SystemComponent], room: int, share: float = 0.0) -> str:
+        """Sync the persistent assembler to exactly `wanted`, then assemble within room.
+
+        The assembler keeps token counts of unchanged components; anything not wanted
+        this turn is removed first, so nothing of a previous turn can remain.
+        """
+        self._sync(wanted)
+        if room < 1:
+            raise ContextOverflowError([(p.name, 0) for p in wanted if not p.truncatable], 1, room)
+        capped = max(1, int(room * (1 - share)))
+        self._assembler.max_tokens = capped
+        try:
+            return self._assembler.assemble()
+        except ContextOverflowError:
+            if capped >= room:
+                raise
+            self._assembler.max_tokens = room  # the rules must fit even if history shrinks
+            return self._assembler.assemble()
+
+    def _sync(self, wanted: list[SystemComponent]) -> None:
+        names = [p.name for p in wanted]
+        wanted_set = set(names)
+        kept = [n for n in self._names if n in wanted_set]
+        kept_set = set(kept)
+        after = kept + [n for n in names if n not in kept_set]
+        priority = {p.name: int(p.priority) for p in wanted}
+        if _rendered_order(after, priority, self._order) != _rendered_order(
+            names, priority, self._order
+        ):
+            self._assembler.clear()  # the order of equals would differ: start afresh
+            after = names
+        else:
+            for name in self._names:
+                if name not in wanted_set:
+                    self._assembler.remove_component(name)
+        for part in wanted:
+            self._assembler.add_component(part.name, part.content, part.priority, part.truncatable)
+        self._names = after
+
+
+def _rendered_order(names: list[str], priority: dict[str, int], order: Order) -> list[str]:
+    if order == "insertion":
+        return names
+    return [n for _, n in sorted(enumerate(names), key=lambda p: (-priority[p[1]], p[0]))]
