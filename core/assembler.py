@@ -227,13 +227,15 @@ class ContextAssembler:
     def _make_plan(self) -> _Plan:
         budget = self._max_tokens
         ordered = self._ordered()
-        for comp in ordered:
-            if comp.sep_tokens < 0:
-                comp.sep_tokens = self._count(comp.section + SECTION_SEPARATOR)
+        # The last section is counted bare (no separator follows it); its count with a
+        # separator is only needed when something must be cut.
+        for comp in ordered[:-1]:
+            self._count_with_separator(comp)
         full: dict[_Component, _Cut | str | None] = {c: _FULL for c in ordered}
         requested = self._total(ordered, full)
         choice = dict(full)
         if requested > budget:
+            self._count_with_separator(ordered[-1])
             required = [c for c in ordered if not c.truncatable]
             need = self._total(required, full)
             if need > budget:
@@ -308,7 +310,7 @@ class ContextAssembler:
             if cut is None:
                 status, kept_tokens = "dropped", 0
             elif cut == _FULL:
-                status, kept_tokens = "included", comp.sep_tokens
+                status, kept_tokens = "included", self._requested_tokens(comp)
             else:
                 status, kept_tokens = "truncated", cut.sep_tokens
             if kept and comp is kept[-1] and getattr(self.token_counter, "pretokenized", False):
@@ -318,13 +320,25 @@ class ContextAssembler:
                 {
                     "name": comp.name,
                     "priority": comp.priority,
-                    "tokens": comp.sep_tokens,
+                    "tokens": self._requested_tokens(comp),
                     "kept_tokens": kept_tokens,
                     "truncatable": comp.truncatable,
                     "status": status,
                 }
             )
         return _Plan(text=text, total=total, requested=requested, rows=rows)
+
+    def _count_with_separator(self, comp: _Component) -> None:
+        if comp.sep_tokens < 0:
+            comp.sep_tokens = self._count(comp.section + SECTION_SEPARATOR)
+
+    def _requested_tokens(self, comp: _Component) -> int:
+        """The component's full size: with its separator, or bare when it came last."""
+        if comp.sep_tokens >= 0:
+            return comp.sep_tokens
+        if comp.bare_tokens < 0:
+            comp.bare_tokens = self._count(comp.section)
+        return comp.bare_tokens
 
     # -- truncation -------------------------------------------------------------------
 
