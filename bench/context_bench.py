@@ -53,6 +53,7 @@ from langchain_core.messages import (  # noqa: E402
     trim_messages,
 )
 
+from bench.results import cpu_model, load_average, write_section  # noqa: E402
 from core.context import (  # noqa: E402
     ContextBuilder,
     SystemComponent,
@@ -654,7 +655,7 @@ def render(bench: Bench, command: str, elapsed: float, seam: tuple[float, int], 
         "## Context engine (bench/context_bench.py)",
         "",
         f"Command: `{command}`{' (quick mode: fewer repeats)' if quick else ''}  ",
-        f"Machine: {os.cpu_count()} CPUs ({_cpu_model()}), {platform.system()} "
+        f"Machine: {os.cpu_count()} CPUs ({cpu_model()}), {platform.system()} "
         f"{platform.machine()}, Python {platform.python_version()}, langchain-core "
         f"{_version('langchain-core')}, bpe-openai {_version('bpe-openai')}; tokenizer "
         f"`{c.name}` ({type(c).__name__}); run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
@@ -817,23 +818,6 @@ def _targets(bench: Bench) -> list[str]:
     ]
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def _load() -> str:
-    try:
-        return f"{os.getloadavg()[0]:.2f}"
-    except OSError:
-        return "?"
-
-
 def _version(dist: str) -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -841,28 +825,6 @@ def _version(dist: str) -> str:
         return version(dist)
     except PackageNotFoundError:
         return "?"
-
-
-RESULTS_HEADER = (
-    "# Benchmark results\n\n"
-    "Written by `make bench` (bench/turn_bench.py, then bench/context_bench.py). Each script "
-    "rewrites only its own section, between its HTML comment markers. Speeds are ratios "
-    "against a reference measured in the same run; absolute times depend on the machine "
-    "and on what else it was doing (see each section's load average).\n"
-)
-MARK_START, MARK_END = "<!-- context-bench -->", "<!-- /context-bench -->"
-
-
-def write_section(text: str, path: Path) -> None:
-    """Replace (or append) this bench's marked section; other sections are left intact."""
-    block = f"{MARK_START}\n{text}{MARK_END}\n"
-    current = path.read_text(encoding="utf-8") if path.exists() else RESULTS_HEADER
-    if MARK_START in current and MARK_END in current:
-        head, rest = current.split(MARK_START, 1)
-        current = head + block + rest.split(MARK_END, 1)[1].lstrip("\n")
-    else:
-        current = current.rstrip("\n") + "\n\n" + block
-    path.write_text(current, encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -874,7 +836,7 @@ def main(argv: list[str] | None = None) -> int:
         f" {a}" for a in (sys.argv[1:] if argv is None else argv)
     )
     started = time.perf_counter()
-    load_before = _load()
+    load_before = load_average()
     counter = get_counter("o200k_base")
     print(f"tokenizer {counter!r}; building the workload ...", flush=True)
     workload = make_workload(max(SIZES), counter)
@@ -884,12 +846,12 @@ def main(argv: list[str] | None = None) -> int:
         bench = Bench(workload, counter, workspace, args.quick)
         bench.run_all()
         seam = bench.seam_build_turn()
-        load = f"{load_before} at start, {_load()} at the end"
+        load = f"{load_before} at start, {load_average()} at the end"
         text = render(bench, command, time.perf_counter() - started, seam, load)
     print()
     print(text)
     if not args.no_write:
-        write_section(text, Path(__file__).resolve().parent / "RESULTS.md")
+        write_section("context-bench", text)
         print("wrote bench/RESULTS.md (context engine section)")
     return 0
 

@@ -40,6 +40,7 @@ import aiohttp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.results import cpu_model, load_average, write_section  # noqa: E402
 from memory.store import open_storage  # noqa: E402
 
 MODEL = "fake-model"
@@ -359,10 +360,10 @@ def render(fast: FastResults, slow: SlowResults | None, command: str, elapsed: f
         "## Turn benchmark (bench/turn_bench.py)",
         "",
         f"Command: `{command}`  ",
-        f"Machine: {os.cpu_count()} CPUs ({_cpu_model()}), {platform.system()} "
+        f"Machine: {os.cpu_count()} CPUs ({cpu_model()}), {platform.system()} "
         f"{platform.machine()}, Python {platform.python_version()}; run "
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {elapsed:.0f} s in all; load average "
-        f"(1 min) {_load()} at the end.",
+        f"(1 min) {load_average()} at the end.",
         "",
         "Three processes on this machine: the client (this script, aiohttp), the daemon "
         "(`chatterd run`, HTTP channel only, SQLite in WAL mode, default settings) and the "
@@ -429,45 +430,6 @@ def _shape(run: Run) -> str:
     return f"{run.sent:,} requests in {run.elapsed:.2f} s"
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def _load() -> str:
-    try:
-        return f"{os.getloadavg()[0]:.2f}"
-    except OSError:
-        return "?"
-
-
-RESULTS_HEADER = (
-    "# Benchmark results\n\n"
-    "Written by `make bench` (bench/turn_bench.py, then bench/context_bench.py). Each script "
-    "rewrites only its own section, between its HTML comment markers. Speeds are ratios "
-    "against a reference measured in the same run; absolute times depend on the machine "
-    "and on what else it was doing (see each section's load average).\n"
-)
-MARK_START, MARK_END = "<!-- turn-bench -->", "<!-- /turn-bench -->"
-
-
-def write_section(text: str, path: Path) -> None:
-    """Replace (or append) this bench's marked section; other sections are left intact."""
-    block = f"{MARK_START}\n{text}{MARK_END}\n"
-    current = path.read_text(encoding="utf-8") if path.exists() else RESULTS_HEADER
-    if MARK_START in current and MARK_END in current:
-        head, rest = current.split(MARK_START, 1)
-        current = head + block + rest.split(MARK_END, 1)[1].lstrip("\n")
-    else:
-        current = current.rstrip("\n") + "\n\n" + block
-    path.write_text(current, encoding="utf-8")
-
-
 async def run_all(
     chats: int, turns: int, latency_turns: int, slow_chats: int
 ) -> tuple[FastResults, SlowResults | None]:
@@ -503,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     text = render(fast, slow, command, time.perf_counter() - started)
     print(text)
     if not args.no_write:
-        write_section(text, Path(__file__).resolve().parent / "RESULTS.md")
+        write_section("turn-bench", text)
         print("wrote bench/RESULTS.md (turn section)")
     return 0
 

@@ -7,6 +7,7 @@ import base64
 import io
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image
@@ -126,6 +127,20 @@ async def test_disabled_and_passthrough() -> None:
     assert got.parts[0]["image_url"]["url"].startswith("data:image/png;base64,")
 
 
+def processor_with(
+    storage: Any, tmp_path: Path, llm: OpenAIProvider, reader: VisionReader
+) -> MessageProcessor:
+    """The real processor with this image reader (as bot/app.py wires it)."""
+    counter = get_counter()
+    return MessageProcessor(
+        store=storage,
+        llm=llm,
+        context=ContextBuilder(tmp_path / "ws", max_tokens=8000, token_counter=counter),
+        counter=counter,
+        read_images=reader,
+    )
+
+
 async def test_description_reaches_the_model_and_the_stored_turn(
     storage, tmp_path: Path, provider: ProviderFactory
 ) -> None:
@@ -134,13 +149,11 @@ async def test_description_reaches_the_model_and_the_stored_turn(
         FakeOpenAI(reply=describe_by_mime) as vision_fake,
         FakeOpenAI(reply="Nice cat!") as chat_fake,
     ):
-        counter = get_counter()
-        processor = MessageProcessor(
-            store=storage,
-            llm=provider(chat_fake),
-            context=ContextBuilder(tmp_path / "ws", max_tokens=8000, token_counter=counter),
-            counter=counter,
-            read_images=VisionReader(provider(vision_fake), enabled=True),
+        processor = processor_with(
+            storage,
+            tmp_path,
+            provider(chat_fake),
+            VisionReader(provider(vision_fake), enabled=True),
         )
         reply = await processor.handle(message(ref(PNG), text="what is this?", message_id="m1"))
         assert reply == "Nice cat!"
@@ -197,13 +210,11 @@ async def test_passthrough_sends_the_image_to_the_main_model(
     storage, tmp_path: Path, provider: ProviderFactory
 ) -> None:
     async with FakeOpenAI(reply="I see a red square") as chat_fake:
-        counter = get_counter()
-        processor = MessageProcessor(
-            store=storage,
-            llm=provider(chat_fake),
-            context=ContextBuilder(tmp_path / "ws", max_tokens=8000, token_counter=counter),
-            counter=counter,
-            read_images=VisionReader(None, enabled=True, mode="passthrough"),
+        processor = processor_with(
+            storage,
+            tmp_path,
+            provider(chat_fake),
+            VisionReader(None, enabled=True, mode="passthrough"),
         )
         assert await processor.handle(message(ref(PNG), text="and this?")) == "I see a red square"
         content = chat_fake.requests[0]["messages"][-1]["content"]
