@@ -18,7 +18,7 @@ from core.toolloop import ToolLoop
 from core.tools import ToolContext
 from core.turn_context import BuiltContext, TurnContextBuilder, TurnInput
 from core.vision import NOT_DESCRIBED, ImageNotes
-from memory.types import MemoryStore, NewTurn, Turn, TurnStore
+from memory.types import MemoryItem, MemoryStore, NewTurn, Turn, TurnMaterial, TurnStore
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,11 @@ SHUTDOWN_NOTICE = "I'm restarting right now; please send that again in a moment.
 
 
 class Store(TurnStore, MemoryStore, Protocol):
-    """The processor needs both halves of storage."""
+    """The processor needs both halves of storage, and one read of a turn's material."""
+
+    async def turn_material(
+        self, platform: str, chat_id: str, sender_id: str, limit: int, before_id: int
+    ) -> TurnMaterial: ...
 
 
 class TextCounter(Protocol):
@@ -135,8 +139,7 @@ class MessageProcessor:
                 "duplicate delivery of %s message %s ignored", message.chat_key, message.message_id
             )
             return None
-        history, summary = await self._history(message, before_id=stored.id)
-        memories = await self._store.list_memories(message.platform, message.sender_id)
+        history, summary, memories = await self._material(message, before_id=stored.id)
         built = self._context.build_turn(
             TurnInput(
                 message=message,
@@ -195,17 +198,20 @@ class MessageProcessor:
         while len(self._last_reports) > REPORTS_KEPT:
             self._last_reports.popitem(last=False)
 
-    async def _history(
+    async def _material(
         self, message: InboundMessage, before_id: int
-    ) -> tuple[Sequence[Turn], Turn | None]:
-        """Recent turns after the chat's summary (if any), and that summary."""
-        turns = await self._store.recent_turns(
-            message.platform, message.chat_id, self._options.history_limit, before_id=before_id
+    ) -> tuple[Sequence[Turn], Turn | None, Sequence[MemoryItem]]:
+        """Recent turns after the chat's summary, that summary, the sender's memories."""
+        found = await self._store.turn_material(
+            message.platform,
+            message.chat_id,
+            message.sender_id,
+            self._options.history_limit,
+            before_id,
         )
-        summary = await self._store.latest_summary(message.platform, message.chat_id)
-        through = covered_through(summary)
-        history = [t for t in turns if t.id > through and t.kind != "summary"]
-        return history, summary
+        through = covered_through(found.summary)
+        history = [t for t in found.history if t.id > through and t.kind != "summary"]
+        return history, found.summary, found.memories
 
     async def _images(self, message: InboundMessage) -> ImageNotes:
         if not message.images:

@@ -17,7 +17,7 @@ from contextlib import AbstractAsyncContextManager, nullcontext
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Connection, Insert, ScalarSelect, bindparam, delete, select
+from sqlalchemy import Connection, Insert, ScalarSelect, Select, bindparam, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from memory.migrate import Database, head_revision, parse_url, revision_of, upgrade_connection
@@ -37,7 +37,7 @@ from memory.models import (
     normalise_memory,
     utc,
 )
-from memory.types import MemoryItem, NewTurn, Turn
+from memory.types import MemoryItem, NewTurn, Turn, TurnMaterial
 
 log = logging.getLogger(__name__)
 
@@ -313,6 +313,33 @@ class SqlStorage:
         rows = await self._db.read(lambda conn: conn.execute(query, params).all())
         return self._turns(platform, chat_id, reversed(rows))
 
+    async def turn_material(
+        self, platform: str, chat_id: str, sender_id: str, limit: int, before_id: int
+    ) -> TurnMaterial:
+        """What one turn's context needs, in one database round trip: the chat's recent
+        turns before `before_id`, its latest summary, and the sender's memories."""
+        chat_pk = await self._find_chat((platform, chat_id))
+        memories = _memories_query(platform, sender_id, newest_first=True)
+        recent = {"chat_pk": chat_pk, "limit": limit, "before_id": before_id}
+        latest = {"chat_pk": chat_pk, "limit": 1}
+
+        def read(conn: Connection) -> tuple[Sequence[Any], Sequence[Any], Sequence[Any]]:
+            if chat_pk is None:
+                return [], [], conn.execute(memories).all()
+            return (
+                conn.execute(self._recent_before, recent).all(),
+                conn.execute(self._summary, latest).all(),
+                conn.execute(memories).all(),
+            )
+
+        turns, summary, items = await self._db.read(read)
+        found = self._turns(platform, chat_id, summary)
+        return TurnMaterial(
+            history=self._turns(platform, chat_id, reversed(turns)),
+            summary=found[0] if found else None,
+            memories=_memory_items(platform, sender_id, items),
+        )
+
     async def latest_summary(self, platform: str, chat_id: str) -> Turn | None:
         """The chat's newest `summary` turn (what compaction folded), if any."""
         chat_pk = await self._find_chat((platform, chat_id))
@@ -395,16 +422,9 @@ class SqlStorage:
         return added[0] if added else None
 
     async def _memories(self, platform: str, user_id: str, newest_first: bool) -> list[MemoryItem]:
-        order = [MemoryRow.created_at, MemoryRow.id]
-        query = (
-            select(MemoryRow.id, MemoryRow.content, MemoryRow.author, MemoryRow.created_at)
-            .where(MemoryRow.user_id == _user_pk_query(platform, user_id))
-            .order_by(*[c.desc() for c in order] if newest_first else order)
-        )
+        query = _memories_query(platform, user_id, newest_first)
         rows = await self._db.read(lambda conn: conn.execute(query).all())
-        return [
-            MemoryItem(r.id, platform, user_id, r.content, r.author, r.created_at) for r in rows
-        ]
+        return _memory_items(platform, user_id, rows)
 
     async def list_memories(self, platform: str, user_id: str) -> list[MemoryItem]:
         """Newest first."""
@@ -461,6 +481,21 @@ class SqlStorage:
         if not checked:
             return 0
         return len(await self._add_memories(platform, user_id, checked))
+
+
+def _memories_query(
+    platform: str, user_id: str, newest_first: bool
+) -> Select[int, str, str, datetime]:
+    order = [MemoryRow.created_at, MemoryRow.id]
+    return (
+        select(MemoryRow.id, MemoryRow.content, MemoryRow.author, MemoryRow.created_at)
+        .where(MemoryRow.user_id == _user_pk_query(platform, user_id))
+        .order_by(*[c.desc() for c in order] if newest_first else order)
+    )
+
+
+def _memory_items(platform: str, user_id: str, rows: Iterable[Any]) -> list[MemoryItem]:
+    return [MemoryItem(r.id, platform, user_id, r.content, r.author, r.created_at) for r in rows]
 
 
 async def open_storage(

@@ -58,6 +58,15 @@ class MemoryItem:
     created_at: datetime
 
 
+@dataclass(frozen=True)
+class TurnMaterial:
+    """What one turn's context is built from, read together."""
+
+    history: list[Turn]  # the chat's recent turns, oldest first
+    summary: Turn | None  # the chat's latest summary turn
+    memories: list[MemoryItem]  # the sender's, newest first
+
+
 class TurnStore(Protocol):
     async def add_turn(self, turn: NewTurn) -> Turn | None:
         """Store a turn; None when (chat, platform_message_id) was stored before."""

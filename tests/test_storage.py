@@ -418,3 +418,27 @@ async def test_cancelled_lock_wait_does_not_leak_the_lock(storage: SqlStorage) -
     await held
     async with asyncio.timeout(10):
         await _enter_and_leave(storage, "g2")  # nobody is left holding it
+
+
+async def test_turn_material_reads_history_summary_and_only_the_senders_memories(
+    storage: SqlStorage,
+) -> None:
+    stored = await storage.add_turns([turn(content=f"m{i}") for i in range(5)])
+    summary = await storage.add_turn(
+        turn(content="older talk", role="system", kind="summary", sender=None, name=None)
+    )
+    await storage.add_turn(turn(chat="other", content="elsewhere", kind="summary", role="system"))
+    await storage.add_memory("telegram", "u1", "likes tea", "telegram:u1")
+    await storage.add_memory("telegram", "u2", "someone else's fact", "telegram:u2")
+    current = await storage.add_turn(turn(content="now"))
+    assert summary is not None and current is not None
+
+    got = await storage.turn_material("telegram", "c1", "u1", 3, before_id=current.id)
+    assert [t.content for t in got.history] == ["m3", "m4", "older talk"]  # oldest first
+    assert got.summary is not None and got.summary.id == summary.id
+    assert [m.content for m in got.memories] == ["likes tea"]
+    assert got.history[0].id == stored[3].id
+
+    nobody = await storage.turn_material("telegram", "no-such-chat", "u2", 10, before_id=1)
+    assert nobody.history == [] and nobody.summary is None
+    assert [m.content for m in nobody.memories] == ["someone else's fact"]
