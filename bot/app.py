@@ -61,7 +61,9 @@ class App:
         self._check_model_reachable()
         ensure_workspace(settings.bot.workspace, settings.bot.name)
         options = ProcessorOptions(
-            history_limit=settings.context.history_limit, reply_tokens=settings.llm.reply_tokens
+            history_limit=settings.context.history_limit,
+            reply_tokens=settings.llm.reply_tokens,
+            max_in_flight=settings.bot.max_in_flight,
         )
         self.storage = await open_storage(
             settings.storage.url, lock_pool_size=options.max_in_flight

@@ -42,6 +42,9 @@ class BotConfig(Section):
     workspace: Path = Path("workspace")
     admins: list[str] = []
     timezone: str = "UTC"
+    # Turns answered at once across chats (one chat is always one at a time). On
+    # PostgreSQL each holds a connection for its chat lock: stay under max_connections.
+    max_in_flight: int = Field(64, ge=1, le=4096)
 
     @field_validator("admins")
     @classmethod

@@ -170,3 +170,19 @@ def test_telegram_webhook_checks(tmp_path: Path) -> None:
         load_config(write(tmp_path, '[telegram]\nmode = "webhook"\n'))
     with pytest.raises(ConfigError, match=r"^config: telegram.webhook_secret: "):
         load_config(write(tmp_path, '[telegram]\nwebhook_secret = "has spaces!"\n'))
+
+
+def test_added_knobs_have_defaults_env_overrides_and_bounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = load_config(tmp_path / "absent.toml")
+    assert settings.bot.max_in_flight == 64
+    assert settings.context.compaction is True and settings.context.compaction_min_turns == 10
+    assert settings.vision.max_side == 2048
+    monkeypatch.setenv("CHATTERD_BOT__MAX_IN_FLIGHT", "256")
+    monkeypatch.setenv("CHATTERD_CONTEXT__COMPACTION", "false")
+    settings = load_config(tmp_path / "absent.toml")
+    assert settings.bot.max_in_flight == 256 and settings.context.compaction is False
+    monkeypatch.setenv("CHATTERD_BOT__MAX_IN_FLIGHT", "0")
+    with pytest.raises(ConfigError, match="max_in_flight"):
+        load_config(tmp_path / "absent.toml")
