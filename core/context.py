@@ -229,7 +229,7 @@ class ContextBuilder(SystemPromptMixin):
         messages: list[dict[str, Any]] = []
         if prompt:
             messages.append({"role": "system", "content": prompt})
-        messages.extend(item.to_message() for item in fit.items)
+        messages.extend(fit.messages())
         messages.append(current.message)
         total = REPLY_PRIMER_TOKENS + system_tokens + fit.tokens + current.tokens
         fit, messages, total = self._verify(fit, messages, total, limit)
@@ -244,7 +244,7 @@ class ContextBuilder(SystemPromptMixin):
             exact=bool(self.counter.exact),
             tokenizer=self.counter.name,
             components=[dict(c) for c in summary["components"]],
-            history_kept=len(fit.items),
+            history_kept=fit.kept,
             history_dropped=fit.start,
             included_ids=fit.kept_ids,
             dropped_ranges=[(items[0].id, items[fit.start - 1].id)] if fit.start else [],
@@ -355,7 +355,7 @@ class ContextBuilder(SystemPromptMixin):
             return fit, messages, total
         log.error("context total %d over %d; dropping oldest history", total, limit)
         first = 1 if messages and messages[0]["role"] == "system" else 0
-        kept = list(fit.items)
+        kept = fit.items
         tokens = fit.tokens
         while kept and total > limit:
             cost = self._cost.of(kept.pop(0))
@@ -363,7 +363,7 @@ class ContextBuilder(SystemPromptMixin):
             tokens -= cost
             messages.pop(first)
         start = fit.length - len(kept)
-        fit = HistoryFit(start, fit.length, tokens, fit.tokenized, fit.group_cut, kept)
+        fit = HistoryFit(start, fit.length, tokens, fit.tokenized, fit.group_cut, fit.source)
         return fit, messages, total
 
 

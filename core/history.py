@@ -11,7 +11,7 @@ never separates an assistant tool call from its tool results.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, overload
 
 from core.tokens import REPLY_PRIMER_TOKENS, TokenCounter, message_tokens
@@ -160,6 +160,54 @@ class TurnHistory(Sequence[HistoryItem]):
         for i in range(len(self)):
             yield self[i]
 
+    def plain_suffix(
+        self, end: int, floor: int, total: int, budget: int, framing: Mapping[str, int]
+    ) -> tuple[int, int, bool]:
+        """Walk back from `end` over plain turns with stored counts while they fit.
+
+        Returns (start, total, full): `full` when the budget stopped the walk; otherwise
+        it stopped at `floor` or at a turn that needs the general path (a tool turn, a
+        role whose framing is not known yet, no stored count).
+        """
+        turns = self._turns
+        start = end
+        while start > floor:
+            turn = turns[start - 1]
+            kind = turn.kind
+            tokens = turn.token_count
+            frame = framing.get(turn.role)
+            if (
+                kind == "tool_call"
+                or kind == "tool_result"
+                or frame is None
+                or turn.role == "tool"
+                or tokens is None
+                or tokens < 0
+                or turn.content.__class__ is not str
+            ):
+                return start, total, False
+            if total + tokens + frame > budget:
+                return start, total, True
+            total += tokens + frame
+            start -= 1
+        return start, total, False
+
+    def messages(self, start: int) -> list[dict[str, Any]]:
+        """Turns start.. as chat messages (plain turns directly, tool turns via items)."""
+        turns = self._turns
+        out: list[dict[str, Any]] = []
+        for index in range(start, len(turns)):
+            turn = turns[index]
+            if turn.kind != "tool_call" and turn.kind != "tool_result":
+                out.append({"role": turn.role, "content": turn.content})
+            else:
+                out.append(self[index].to_message())
+        return out
+
+    def ids(self, start: int) -> list[HistoryId]:
+        turns = self._turns
+        return [turns[index].id for index in range(start, len(turns))]
+
 
 class MessageCost:
     """Exact chat-format cost of history items: stored content count + message overhead.
@@ -202,14 +250,24 @@ class MessageCost:
 
 @dataclass(frozen=True, slots=True)
 class HistoryFit:
-    """Which suffix of the history fits: items[start:] are kept."""
+    """Which suffix of the history fits: source[start:] is kept.
+
+    The kept part is always one unbroken suffix, so only `start` is recorded; the kept
+    items and their messages are made on request (a stored-turn history renders its
+    messages straight from the turns, without HistoryItems in between).
+    """
 
     start: int
     length: int
     tokens: int  # chat-format tokens of the kept messages (no reply priming)
     tokenized: int  # items counted with the tokenizer because they had no stored count
     group_cut: bool = False  # the first item that did not fit was part of a tool group
-    items: list[HistoryItem] = field(default_factory=list)  # the kept items, oldest first
+    source: Sequence[HistoryItem] = ()  # the history that was fitted
+
+    @property
+    def items(self) -> list[HistoryItem]:
+        """The kept items, oldest first."""
+        return [self.source[i] for i in range(self.start, self.length)]
 
     @property
     def kept(self) -> int:
@@ -217,7 +275,15 @@ class HistoryFit:
 
     @property
     def kept_ids(self) -> list[HistoryId]:
+        if isinstance(self.source, TurnHistory):
+            return self.source.ids(self.start)
         return [item.id for item in self.items]
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The kept items as OpenAI chat messages, oldest first."""
+        if isinstance(self.source, TurnHistory):
+            return self.source.messages(self.start)
+        return [item.to_message() for item in self.items]
 
     @property
     def excluded(self) -> int:
@@ -276,8 +342,12 @@ def fit_history(
     floor = 0 if max_items is None else max(0, length - max_items)
     of = cost.of
     framing = cost.framing_by_role
-    kept: list[HistoryItem] = []  # newest first while walking
+    turns = items if isinstance(items, TurnHistory) else None
     while start > floor:
+        if turns is not None:  # stored turns: no HistoryItem for the plain ones
+            start, total, full = turns.plain_suffix(start, floor, total, budget, framing)
+            if full or start <= floor:
+                break
         item = items[start - 1]
         # Fast path, the common case: a plain message with a stored count.
         if (
@@ -295,7 +365,6 @@ def fit_history(
             if total + unit_cost > budget:
                 break
             total += unit_cost
-            kept.append(item)
             start -= 1
             continue
         unit = _take_unit(items, start - 1, item)
@@ -306,16 +375,14 @@ def fit_history(
             group_cut = len(unit) > 1
             break
         total += unit_cost
-        kept.extend(unit)
         start -= len(unit)
-    kept.reverse()
     return HistoryFit(
         start=start,
         length=length,
         tokens=total,
         tokenized=cost.tokenized - tokenized_before,
         group_cut=group_cut,
-        items=kept,
+        source=items,
     )
 
 

@@ -254,3 +254,50 @@ def test_property_fit_is_within_budget_whole_groups_and_maximal(
 
 def test_python_version_supported() -> None:
     assert sys.version_info >= (3, 11)
+
+
+@dataclass
+class StoredTurn:  # the shape of memory.types.Turn that TurnHistory reads
+    id: int
+    role: str
+    kind: str
+    content: str
+    token_count: int
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+turn_specs = st.lists(
+    st.tuples(texts, st.sampled_from(["message", "context", "tool_call", "summary"])),
+    max_size=40,
+)
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(specs=turn_specs, budget=st.integers(0, 400), max_items=st.none() | st.integers(0, 40))
+def test_property_stored_turns_fit_exactly_like_their_items(
+    counter: TokenCounter,
+    specs: list[tuple[str, str]],
+    budget: int,
+    max_items: int | None,
+) -> None:
+    """The stored-turn fast path (no HistoryItems) decides as the general path does."""
+    turns: list[StoredTurn] = []
+    for i, (text, kind) in enumerate(specs):
+        role = "assistant" if kind == "tool_call" or i % 2 else "user"
+        turns.append(StoredTurn(i + 1, role, kind, text, counter.count(text)))
+        if kind == "tool_call":  # a call is followed by its result
+            result = f"result of {i}"
+            turns.append(StoredTurn(-(i + 1), "user", "tool_result", result, counter.count(result)))
+    view = TurnHistory(turns)
+    fast = fit_history(view, budget, MessageCost(counter), max_items=max_items)
+    general = fit_history(list(view), budget, MessageCost(counter), max_items=max_items)
+    assert (fast.start, fast.tokens, fast.group_cut) == (
+        general.start,
+        general.tokens,
+        general.group_cut,
+    )
+    assert fast.kept_ids == general.kept_ids
+    assert fast.messages() == general.messages() == [i.to_message() for i in general.items]
+    assert fast.tokens == exact_cost(fast.items, counter) <= budget
