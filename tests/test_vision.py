@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 from core.context import ContextBuilder
+from core.imaging import BadImage, prepare_image
 from core.llm import OpenAIProvider
 from core.messages import ChatType, ImageRef, InboundMessage
 from core.processor import MessageProcessor
@@ -225,3 +226,14 @@ async def test_passthrough_sends_the_image_to_the_main_model(
         assert content[1]["text"] == "[Ann]: and this?\n(Image 1: attached)"
         stored = (await storage.recent_turns("telegram", "42", 10))[0]
         assert "base64" not in stored.content and len(stored.meta["images"]) == 1
+
+
+def test_prepare_image_refuses_what_it_should_not_decode() -> None:
+    with pytest.raises(BadImage, match="outside the limits"):
+        prepare_image(picture("PNG", (100, 100)), max_pixels=5_000)  # a decompression-bomb guard
+    with pytest.raises(BadImage, match="unsupported format BMP"):
+        prepare_image(picture("BMP"))  # Pillow reads BMP, models are not promised it
+    with pytest.raises(BadImage, match="cannot decode"):
+        prepare_image(b"GIF89a" + b"\x00" * 20)
+    ready = prepare_image(picture("WEBP", (30, 10)), max_side=15)
+    assert (ready.mime, ready.width, ready.height, ready.downscaled) == ("image/jpeg", 15, 5, True)
