@@ -65,18 +65,18 @@ class HistoryItem:
         )
 
 
-class DictHistory(Sequence[HistoryItem]):
-    """A lazy HistoryItem view of OpenAI message dicts (nanobot-style history lists).
+class _LazyView(Sequence[HistoryItem]):
+    """A read-only HistoryItem view over another sequence; items are made on access.
 
-    Nothing is copied: each item is made when the fitter reaches it. Ids are the list
-    positions; `_tokens` in a dict, if present, is used as its stored count.
+    Nothing is copied, so a 100,000-turn history costs only the items the fitter
+    reaches. Subclasses say how one source element becomes an item (`_item`).
     """
 
-    def __init__(self, messages: Sequence[Mapping[str, Any]]) -> None:
-        self._messages = messages
+    def __init__(self, source: Sequence[Any]) -> None:
+        self._source = source
 
     def __len__(self) -> int:
-        return len(self._messages)
+        return len(self._source)
 
     @overload
     def __getitem__(self, index: int) -> HistoryItem: ...
@@ -85,10 +85,30 @@ class DictHistory(Sequence[HistoryItem]):
 
     def __getitem__(self, index: int | slice) -> HistoryItem | Sequence[HistoryItem]:
         if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
+            return [self._item(i) for i in range(*index.indices(len(self)))]
         if index < 0:
-            index += len(self._messages)
-        msg = self._messages[index]
+            index += len(self._source)
+        return self._item(index)
+
+    def __iter__(self) -> Iterator[HistoryItem]:
+        for i in range(len(self)):
+            yield self._item(i)
+
+    def _item(self, index: int) -> HistoryItem:
+        raise NotImplementedError
+
+
+class DictHistory(_LazyView):
+    """OpenAI message dicts (nanobot-style history lists) as HistoryItems.
+
+    Ids are the list positions; `_tokens` in a dict, if present, is its stored count.
+    """
+
+    def __init__(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        super().__init__(messages)
+
+    def _item(self, index: int) -> HistoryItem:
+        msg = self._source[index]
         calls = msg.get("tool_calls")
         return HistoryItem(
             id=index,
@@ -100,13 +120,9 @@ class DictHistory(Sequence[HistoryItem]):
             tool_call_id=msg.get("tool_call_id"),
         )
 
-    def __iter__(self) -> Iterator[HistoryItem]:
-        for i in range(len(self)):
-            yield self[i]
 
-
-class TurnHistory(Sequence[HistoryItem]):
-    """A lazy HistoryItem view of stored turns (`memory.types.Turn`), oldest first.
+class TurnHistory(_LazyView):
+    """Stored turns (`memory.types.Turn`), oldest first, as HistoryItems.
 
     Stored token counts are used as they are. Tool rounds are grouped by the id of their
     `tool_call` turn, so a call and its results are kept or dropped together; native
@@ -114,21 +130,10 @@ class TurnHistory(Sequence[HistoryItem]):
     """
 
     def __init__(self, turns: Sequence[Any]) -> None:
-        self._turns = turns
+        super().__init__(turns)
+        self._turns = turns  # the same sequence, named for the fast paths below
 
-    def __len__(self) -> int:
-        return len(self._turns)
-
-    @overload
-    def __getitem__(self, index: int) -> HistoryItem: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[HistoryItem]: ...
-
-    def __getitem__(self, index: int | slice) -> HistoryItem | Sequence[HistoryItem]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self._turns)
+    def _item(self, index: int) -> HistoryItem:
         turn = self._turns[index]
         kind = turn.kind
         if kind != "tool_call" and kind != "tool_result":
@@ -155,10 +160,6 @@ class TurnHistory(Sequence[HistoryItem]):
             if turn.kind != "tool_result":
                 break
         return None  # results whose call is gone: kept alone (or, as `tool`, not at all)
-
-    def __iter__(self) -> Iterator[HistoryItem]:
-        for i in range(len(self)):
-            yield self[i]
 
     def plain_suffix(
         self, end: int, floor: int, total: int, budget: int, framing: Mapping[str, int]
@@ -201,7 +202,7 @@ class TurnHistory(Sequence[HistoryItem]):
             if turn.kind != "tool_call" and turn.kind != "tool_result":
                 out.append({"role": turn.role, "content": turn.content})
             else:
-                out.append(self[index].to_message())
+                out.append(self._item(index).to_message())
         return out
 
     def ids(self, start: int) -> list[HistoryId]:
@@ -386,17 +387,14 @@ def fit_history(
     )
 
 
-class Uncounted(Sequence[HistoryItem]):
+class Uncounted(_LazyView):
     """A view that hides stored counts, so every kept item is counted now."""
 
     def __init__(self, items: Sequence[HistoryItem]) -> None:
-        self._items = items
+        super().__init__(items)
 
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __getitem__(self, index: Any) -> Any:
-        item = self._items[index]
+    def _item(self, index: int) -> HistoryItem:
+        item = self._source[index]
         return HistoryItem(
             item.id,
             item.role,
