@@ -27,7 +27,7 @@ from bot.registry import ChannelDeps
 from channels.onebot import OneBotChannel
 from memory.store import SqlStorage
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot, MediaServer
-from tests.fakes.openai_server import FakeOpenAI, RecordedRequest
+from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, content_text, last_user_text
 from tests.fakes.telegram_server import (
     ApiCall,
     FakeTelegram,
@@ -71,30 +71,15 @@ def make_png(width: int = 8, height: int = 8) -> bytes:
 PNG = make_png()
 
 
-def text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # multimodal parts
-        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
-
-
-def last_user_text(body: dict[str, Any]) -> str:
-    for message in reversed(body.get("messages", [])):
-        if message.get("role") == "user":
-            return text_of(message.get("content"))
-    return ""
-
-
 def system_prompt(request: RecordedRequest) -> str:
     first = request["messages"][0]
     assert first["role"] == "system"
-    return text_of(first["content"])
+    return content_text(first["content"])
 
 
 def chat_model(body: dict[str, Any]) -> str:
     """The chat model: remembers on request, confirms after the tool round, else echoes."""
-    last = last_user_text(body)
+    last = last_user_text(body) or ""
     if "Remembered about" in last:  # the observation of the [Remember: ...] round
         return "Sure! I'll keep that in mind."
     if "I like green tea" in last:
@@ -269,7 +254,7 @@ async def test_telegram_broken_image_is_answered_without_the_vision_model(
     assert len(tg.calls_of("getFile")) == 1  # it was fetched, then found unreadable
     assert vision.requests == []
     (asked,) = chat.requests
-    last = text_of(asked["messages"][-1]["content"])
+    last = content_text(asked["messages"][-1]["content"])
     assert "[Alice Liddell]: can you read this?" in last
     assert "(Image 1: could not be read)" in last
     assert sent.params["chat_id"] == ALICE["id"]
@@ -332,7 +317,7 @@ async def test_qq_group_image_from_a_local_media_host_is_described(
     assert urls == ["data:image/png;base64," + base64.b64encode(PNG).decode("ascii")]
 
     (asked,) = chat.requests
-    last = text_of(asked["messages"][-1]["content"])
+    last = content_text(asked["messages"][-1]["content"])
     assert "[Alice]: what is in this picture?" in last
     assert f"(Image 1: {DESCRIPTION})" in last
 
@@ -368,7 +353,9 @@ async def test_telegram_memory_told_listed_used_isolated_and_forgotten(
         sent = await exchange(tg, say(ALICE, told, mention(told)))
         remember_round = chat.requests[first:]
         assert len(remember_round) == 2  # the marker, then the answer after the observation
-        assert "Remembered about Alice Liddell" in last_user_text(remember_round[1].json or {})
+        assert "Remembered about Alice Liddell" in (
+            last_user_text(remember_round[1].json or {}) or ""
+        )
         assert sent.params["chat_id"] == GROUP["id"]
         assert sent.params["text"] == "Sure! I'll keep that in mind."
         assert "[Remember" not in sent.params["text"]

@@ -6,7 +6,6 @@ import sys
 import tracemalloc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -38,6 +37,16 @@ class CountingCounter:
     def count(self, text: str) -> int:
         self.calls += 1
         return self.inner.count(text)
+
+
+@dataclass
+class StoredTurn:  # the shape of memory.types.Turn that TurnHistory reads
+    id: int
+    role: str
+    kind: str
+    content: str
+    token_count: int
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 def items_of(texts: Sequence[str], counter: TokenCounter | None = None) -> list[HistoryItem]:
@@ -154,23 +163,13 @@ def test_multimodal_item_counted_with_image_cost(counter: TokenCounter) -> None:
 
 
 def test_turn_history_view_groups_tool_rounds(counter: TokenCounter) -> None:
-    @dataclass
-    class FakeTurn:  # the shape of memory.types.Turn, built here as data
-        id: int
-        role: str
-        kind: str
-        content: str
-        token_count: int
-        meta: dict[str, Any] = field(default_factory=dict)
-        created_at: datetime = datetime(2025, 1, 1, tzinfo=UTC)
-
     turns = [
-        FakeTurn(10, "user", "message", "[ann]: weather?", 6),
-        FakeTurn(11, "assistant", "tool_call", "[Search: weather]", 5),
-        FakeTurn(12, "user", "tool_result", "<results>sunny</results>", 8),
-        FakeTurn(13, "assistant", "tool_call", "", 0, {"tool_calls": [{"id": "c"}]}),
-        FakeTurn(14, "tool", "tool_result", "ok", 1, {"tool_call_id": "c"}),
-        FakeTurn(15, "assistant", "message", "Sunny.", 2),
+        StoredTurn(10, "user", "message", "[ann]: weather?", 6),
+        StoredTurn(11, "assistant", "tool_call", "[Search: weather]", 5),
+        StoredTurn(12, "user", "tool_result", "<results>sunny</results>", 8),
+        StoredTurn(13, "assistant", "tool_call", "", 0, {"tool_calls": [{"id": "c"}]}),
+        StoredTurn(14, "tool", "tool_result", "ok", 1, {"tool_call_id": "c"}),
+        StoredTurn(15, "assistant", "message", "Sunny.", 2),
     ]
     view = TurnHistory(turns)
     assert view[1].group == view[2].group == "tools:11"
@@ -254,16 +253,6 @@ def test_property_fit_is_within_budget_whole_groups_and_maximal(
 
 def test_python_version_supported() -> None:
     assert sys.version_info >= (3, 11)
-
-
-@dataclass
-class StoredTurn:  # the shape of memory.types.Turn that TurnHistory reads
-    id: int
-    role: str
-    kind: str
-    content: str
-    token_count: int
-    meta: dict[str, Any] = field(default_factory=dict)
 
 
 turn_specs = st.lists(

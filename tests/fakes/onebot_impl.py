@@ -170,30 +170,17 @@ class FakeOneBot:
         message_id: int | None = None,
         raw_message: str | None = None,
     ) -> dict[str, Any]:
-        message_id = next(self._ids) if message_id is None else message_id
-        self.known[message_id] = {"message_id": message_id, "sender": {"user_id": user_id}}
-        return {
-            "time": int(time.time()),
-            "self_id": self.self_id,
-            "post_type": "message",
-            "message_type": "group",
-            "sub_type": "normal",
-            "message_id": message_id,
-            "group_id": group_id,
-            "user_id": user_id,
-            "message": message,
-            "raw_message": raw_message if raw_message is not None else _raw(message),
-            "font": 0,
-            "anonymous": None,
-            "sender": {
-                "user_id": user_id,
-                "nickname": nickname,
-                "card": card,
-                "sex": "unknown",
-                "age": 0,
-                "role": "member",
-            },
-        }
+        return self._message_event(
+            "group",
+            "normal",
+            message,
+            user_id,
+            message_id,
+            raw_message,
+            sender={"nickname": nickname, "card": card, "role": "member"},
+            group_id=group_id,
+            anonymous=None,
+        )
 
     def private_message(
         self,
@@ -203,20 +190,38 @@ class FakeOneBot:
         nickname: str = "alice",
         message_id: int | None = None,
     ) -> dict[str, Any]:
+        return self._message_event(
+            "private", "friend", message, user_id, message_id, None, sender={"nickname": nickname}
+        )
+
+    def _message_event(
+        self,
+        message_type: str,
+        sub_type: str,
+        message: Any,
+        user_id: int,
+        message_id: int | None,
+        raw_message: str | None,
+        *,
+        sender: dict[str, Any],
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """A spec-shaped message event; the id is remembered so replies can quote it."""
         message_id = next(self._ids) if message_id is None else message_id
         self.known[message_id] = {"message_id": message_id, "sender": {"user_id": user_id}}
         return {
             "time": int(time.time()),
             "self_id": self.self_id,
             "post_type": "message",
-            "message_type": "private",
-            "sub_type": "friend",
+            "message_type": message_type,
+            "sub_type": sub_type,
             "message_id": message_id,
+            **extra,
             "user_id": user_id,
             "message": message,
-            "raw_message": _raw(message),
+            "raw_message": raw_message if raw_message is not None else _raw(message),
             "font": 0,
-            "sender": {"user_id": user_id, "nickname": nickname, "sex": "unknown", "age": 0},
+            "sender": {"user_id": user_id, **sender, "sex": "unknown", "age": 0},
         }
 
     def heartbeat(self, interval_ms: int = 30000) -> dict[str, Any]:

@@ -115,13 +115,20 @@ _Behaviour = _Answer | _Fail | _Cut
 
 def echo_last_user(request_json: dict[str, Any]) -> str:
     """A default strategy: answer with the text of the last user message."""
+    text = last_user_text(request_json)
+    return "echo: " + (text if text is not None else "(nothing)")
+
+
+def last_user_text(request_json: dict[str, Any]) -> str | None:
+    """The text of the request's last user message (None when there is none)."""
     for message in reversed(request_json.get("messages", [])):
         if message.get("role") == "user":
-            return "echo: " + _content_text(message.get("content"))
-    return "echo: (nothing)"
+            return content_text(message.get("content"))
+    return None
 
 
-def _content_text(content: Any) -> str:
+def content_text(content: Any) -> str:
+    """A message's text, whether its content is a string or multimodal parts."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # multimodal parts
@@ -379,7 +386,7 @@ def _usage(body: dict[str, Any], reply: FakeReply) -> tuple[int, int]:
     prompt = reply.prompt_tokens
     if prompt is None:
         prompt = sum(
-            4 + _approx_tokens(_content_text(m.get("content")))
+            4 + _approx_tokens(content_text(m.get("content")))
             for m in body.get("messages", [])
             if isinstance(m, dict)
         )
