@@ -24,6 +24,11 @@ DEFAULT_MAX_BYTES = 10 * 1024 * 1024
 MediaSource = str | os.PathLike[str] | bytes
 
 
+def data_url(data: bytes, mime: str) -> str:
+    """A base64 `data:` URL, the form OpenAI-compatible APIs take for inline images."""
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
 def sniff_image_mime(data: bytes) -> str | None:
     """The MIME type of a JPEG, PNG, GIF or WebP by its magic bytes; None for anything else."""
     if data.startswith(b"\xff\xd8\xff"):
@@ -134,7 +139,7 @@ class ImageEncoder:
             self.hits += 1
             return url
         self.misses += 1
-        url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+        url = data_url(data, mime)
         if self.cache_entries and len(url) <= self.cache_bytes:
             self._urls[key] = url
             self._cached_bytes += len(url)

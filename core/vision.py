@@ -9,7 +9,6 @@ image or a vision model that is down never fails the turn: that image becomes
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import logging
 from collections import OrderedDict
@@ -18,6 +17,7 @@ from typing import Any, Literal
 
 from core.imaging import DEFAULT_MAX_SIDE, BadImage, prepare_image
 from core.llm import LLMError, LLMProvider
+from core.media import data_url
 from core.messages import ImageRef, InboundMessage
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ class VisionReader:
                         "role": "user",
                         "content": [
                             {"type": "text", "text": DESCRIBE_PROMPT},
-                            {"type": "image_url", "image_url": {"url": _data_url(data, mime)}},
+                            {"type": "image_url", "image_url": {"url": data_url(data, mime)}},
                         ],
                     }
                 ],
@@ -139,17 +139,13 @@ class VisionReader:
                 return UNREADABLE, None, ""
             data, mime = ready.data, ready.mime
             if self._mode == "passthrough":
-                part = {"type": "image_url", "image_url": {"url": _data_url(data, mime)}}
+                part = {"type": "image_url", "image_url": {"url": data_url(data, mime)}}
                 return ATTACHED, part, digest
             try:
                 return await self.describe(data, mime, digest), None, digest
             except (LLMError, TimeoutError, ValueError) as exc:
                 log.warning("image could not be described: %s", type(exc).__name__)
                 return UNREADABLE, None, digest
-
-
-def _data_url(data: bytes, mime: str) -> str:
-    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
 
 
 def _clean(text: str) -> str:
