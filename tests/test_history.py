@@ -228,14 +228,18 @@ def test_property_fit_is_within_budget_whole_groups_and_maximal(
     counter: TokenCounter, specs: list[tuple[str, bool, int, bool]], budget: int
 ) -> None:
     items = []
+    run = 0  # groups are contiguous runs, as tool calls and their results are when stored
     for i, (text, stored, group, user) in enumerate(specs):
+        grouped = group == 0
+        if not grouped or (i > 0 and items[-1].group is None):
+            run += 1
         items.append(
             HistoryItem(
                 id=i,
                 role="user" if user else "assistant",
                 content=text,
                 tokens=counter.count(text) if stored else None,
-                group=f"g{i // 3}" if group == 0 else None,
+                group=f"g{run}" if grouped else None,
             )
         )
     cost = MessageCost(counter)
