@@ -11,12 +11,12 @@ What is measured (see bench/RESULTS.md, section "Context engine"):
   and history as OpenAI message dicts with no stored counts, so kept turns are tokenized.
 - reference `trim_messages`: `langchain_core.messages.trim_messages(strategy="last",
   include_system=True)` with a token counter built on the same exact counter and the same
-  per-message overhead (`core.tokens.message_tokens`), given LangChain messages built
+  per-message overhead (`core.context.tokens.message_tokens`), given LangChain messages built
   beforehand (their native input), system prompt = our full unconstrained prompt.
 - reference `len//4`: a Loom-style assembler that estimates every message as
   `len(text) // 4` and keeps the newest messages whose estimates fit.
 
-Every output is counted exactly with `core.tokens.count_messages` against the same
+Every output is counted exactly with `core.context.tokens.count_messages` against the same
 prompt budget (8k / 32k / 128k tokens, reply primer included). Speed is reported as ratios against
 `trim_messages` run in the same process on the same inputs; peak memory is measured in a
 separate untimed run with tracemalloc.
@@ -54,22 +54,22 @@ from langchain_core.messages import (  # noqa: E402
 )
 
 from bench.results import cpu_model, load_average, write_section  # noqa: E402
-from core.context import (  # noqa: E402
+from core.context.builder import (  # noqa: E402
     ContextBuilder,
     SystemComponent,
     memory_component,
     retrieved_component,
     session_component,
 )
-from core.messages import ChatType, InboundMessage  # noqa: E402
-from core.tokens import (  # noqa: E402
+from core.context.tokens import (  # noqa: E402
     REPLY_PRIMER_TOKENS,
     TokenCounter,
     count_messages,
     get_counter,
     message_tokens,
 )
-from core.turn_context import TurnInput  # noqa: E402
+from core.context.turn import TurnInput  # noqa: E402
+from core.messages import ChatType, InboundMessage  # noqa: E402
 from memory.types import MemoryItem, Turn  # noqa: E402
 
 SEED = 20250302
@@ -755,7 +755,7 @@ def _double_count_note(cells: dict[tuple[str, int, int], Cell]) -> str:
         f" At {k(HEADLINE[1])} nothing is cut, yet {cell.tokenizer_chars:,} characters are "
         f"tokenized for {cell.new_chars:,} new ones: the search result, the prompt's last "
         "section, is counted twice (with and without its section separator, in "
-        "core/assembler.py)."
+        "core/context/assembler.py)."
     )
 
 

@@ -13,16 +13,16 @@ from bot.dispatcher import Dispatcher
 from bot.errors import StartupError
 from bot.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
 from channels.base import Channel, ChannelHealth
-from core.compaction import CompactionOptions, Compactor
 from core.context import ContextBuilder
+from core.context.compaction import CompactionOptions, Compactor
+from core.context.tokens import TokenCounter, get_counter
 from core.llm import OPENAI_BASE_URL, LLMProvider, OpenAIProvider, provider_from_config
+from core.media.vision import VisionReader
 from core.processor import MessageProcessor, ProcessorOptions
-from core.search import duckduckgo_backend
-from core.tokens import TokenCounter, get_counter
-from core.toolloop import ToolLoop, default_registry
+from core.tools.loop import ToolLoop, default_registry
+from core.tools.search import duckduckgo_backend
 from core.triggers import TriggerPolicy
-from core.vision import VisionReader
-from core.workspace import ensure_workspace
+from core.workspace.files import ensure_workspace
 from memory.store import SqlStorage, open_storage
 
 log = logging.getLogger(__name__)

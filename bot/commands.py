@@ -11,8 +11,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from core.context.report import format_report
 from core.messages import ChatType, InboundMessage, Reply
-from core.report import format_report
 from memory.types import MemoryItem, MemoryStore, TurnStore
 
 # An id never starts with "/", so a URL such as http://example.org is text, not a user.

@@ -9,15 +9,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from core.compaction import Compactor, covered_through
+from core.context.compaction import Compactor, covered_through
+from core.context.turn import BuiltContext, TurnContextBuilder, TurnInput
 from core.inject import inject
 from core.llm import LLMError, LLMProvider
+from core.media.vision import NOT_DESCRIBED, ImageNotes
 from core.messages import InboundMessage
-from core.serial import ChatSerializer, TaskTracker
-from core.toolloop import ToolLoop
-from core.tools import ToolContext
-from core.turn_context import BuiltContext, TurnContextBuilder, TurnInput
-from core.vision import NOT_DESCRIBED, ImageNotes
+from core.ordering import ChatSerializer, TaskTracker
+from core.tools.loop import ToolLoop
+from core.tools.registry import ToolContext
 from memory.types import MemoryItem, MemoryStore, NewTurn, Turn, TurnMaterial, TurnStore
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""core/assembler.py: priorities, exact budgets, boundary truncation, overflow, caching."""
+"""core/context/assembler.py: priorities, exact budgets, boundary truncation, overflow, caching."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.assembler import (
+from core.context.assembler import (
     TRUNCATION_MARKER,
     ComponentPriority,
     ContextAssembler,
     ContextOverflowError,
 )
-from core.tokens import EstimateCounter, TokenCounter, get_counter
+from core.context.tokens import EstimateCounter, TokenCounter, get_counter
 
 P = ComponentPriority
 

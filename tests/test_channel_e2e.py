@@ -24,7 +24,7 @@ import pytest
 from bot.app import App
 from bot.config import Settings
 from bot.registry import ChannelDeps
-from channels.onebot import OneBotChannel
+from channels.onebot.channel import OneBotChannel
 from memory.store import SqlStorage
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot, MediaServer
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, content_text, last_user_text

@@ -1,4 +1,4 @@
-"""core/chunks.py: XML rendering, tag neutralising, merging, budgets, exclusions, scale."""
+"""core/context/chunks.py: XML rendering, tag neutralising, merging, budgets, exclusions, scale."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.assembler import ContextOverflowError
-from core.chunks import (
+from core.context.assembler import ContextOverflowError
+from core.context.chunks import (
     TAG_ROLES,
     Chunk,
     ChunkContextBuilder,
@@ -22,7 +22,7 @@ from core.chunks import (
     XmlChunkRenderer,
     neutralize_tags,
 )
-from core.tokens import EstimateCounter, TokenCounter, count_messages, get_counter
+from core.context.tokens import EstimateCounter, TokenCounter, count_messages, get_counter
 
 T = ChunkType
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from core.compaction import (
+from core.context.compaction import (
     INSTRUCTIONS,
     CompactionOptions,
     Compactor,
@@ -21,9 +21,9 @@ from core.compaction import (
     summary_text,
     turns_to_fold,
 )
+from core.context.report import format_report
+from core.context.tokens import get_counter
 from core.llm import OpenAIProvider
-from core.report import format_report
-from core.tokens import get_counter
 from memory.store import SqlStorage
 from memory.types import NewTurn, Turn
 from tests.test_processor import Rig, build_rig, msg

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.assembler import ComponentPriority, ContextOverflowError
-from core.context import (
+from core.context.assembler import ComponentPriority, ContextOverflowError
+from core.context.builder import (
     ContextBuilder,
     SystemComponent,
     TurnEngine,
@@ -23,13 +23,13 @@ from core.context import (
     retrieved_component,
     session_component,
 )
-from core.history import HistoryItem
+from core.context.history import HistoryItem
+from core.context.report import format_report
+from core.context.tokens import TokenCounter, count_messages, get_counter
+from core.context.turn import TurnInput
 from core.messages import ChatType, InboundMessage
-from core.report import format_report
-from core.skills import SkillsLoader
-from core.tokens import TokenCounter, count_messages, get_counter
-from core.turn_context import TurnInput
-from core.workspace import ensure_workspace
+from core.workspace.files import ensure_workspace
+from core.workspace.skills import SkillsLoader
 from memory.types import MemoryItem, Turn
 
 CLOCK = datetime(2025, 3, 2, 6, 5, tzinfo=UTC)  # a Sunday; 14:05 in Shanghai

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.history import (
+from core.context.history import (
     DictHistory,
     HistoryItem,
     MessageCost,
@@ -20,7 +20,7 @@ from core.history import (
     fit_history,
     id_ranges,
 )
-from core.tokens import TokenCounter, count_messages, get_counter
+from core.context.tokens import TokenCounter, count_messages, get_counter
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core.media import ImageEncoder, sniff_image_mime
+from core.media.data_url import ImageEncoder, sniff_image_mime
 
 
 def png_bytes(width: int = 1, height: int = 1, seed: int = 0) -> bytes:
@@ -61,13 +61,13 @@ def test_non_image_with_image_name_is_skipped(
 ) -> None:
     path = tmp_path / "fake.png"
     path.write_text("<html>not an image</html>", encoding="utf-8")
-    with caplog.at_level(logging.WARNING, logger="core.media"):
+    with caplog.at_level(logging.WARNING, logger="core.media.data_url"):
         assert ImageEncoder().image_part(path) is None
     assert "fake.png" in caplog.text and "not a JPEG" in caplog.text
 
 
 def test_missing_file_is_skipped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="core.media"):
+    with caplog.at_level(logging.WARNING, logger="core.media.data_url"):
         assert ImageEncoder().image_parts([tmp_path / "nope.jpg"]) == []
     assert "nope.jpg" in caplog.text and "not found" in caplog.text
 
@@ -76,7 +76,7 @@ def test_too_big_is_skipped(tmp_path: Path, caplog: pytest.LogCaptureFixture) ->
     path = tmp_path / "big.png"
     path.write_bytes(png_bytes(64, 64))
     encoder = ImageEncoder(max_bytes=50)
-    with caplog.at_level(logging.WARNING, logger="core.media"):
+    with caplog.at_level(logging.WARNING, logger="core.media.data_url"):
         assert encoder.image_part(path) is None
         assert encoder.image_part(path.read_bytes()) is None
     assert caplog.text.count("skipped") == 2

@@ -10,7 +10,7 @@ import pytest
 
 from channels.config import OnebotConfig
 from channels.download import DownloadError, DownloadRefused
-from channels.onebot import DM_REFUSED, OneBotChannel
+from channels.onebot.channel import DM_REFUSED, OneBotChannel
 from core.messages import ChatType, Reply
 from tests.fakes.onebot_impl import (
     PNG,

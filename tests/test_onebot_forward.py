@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from channels.config import OnebotConfig
-from channels.onebot import OneBotChannel
+from channels.onebot.channel import OneBotChannel
 from core.messages import Reply
 from tests.fakes.onebot_impl import FakeOneBot, Recorder, eventually
 

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from channels.onebot_message import (
+from channels.onebot.message import (
     ImageSegment,
     cq_unescape,
     interpret,

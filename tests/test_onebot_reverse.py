@@ -9,8 +9,8 @@ import aiohttp
 import pytest
 
 from channels.config import OnebotConfig
-from channels.onebot import OneBotChannel, OneBotUnavailable
-from channels.onebot_actions import ActionFailed, ConnectionLost
+from channels.onebot.actions import ActionFailed, ConnectionLost
+from channels.onebot.channel import OneBotChannel, OneBotUnavailable
 from core.messages import OutboundMessage
 from tests.fakes.onebot_impl import HOLD, FakeOneBot, Recorder, eventually
 

@@ -19,15 +19,15 @@ import pytest
 
 from bot.commands import Commands
 from bot.dispatcher import Dispatcher
-from core.compaction import CompactionOptions, Compactor
-from core.context import ContextBuilder
+from core.context.builder import ContextBuilder
+from core.context.compaction import CompactionOptions, Compactor
+from core.context.tokens import get_counter
 from core.llm import OpenAIProvider
 from core.messages import ChatType, InboundMessage, Reply
 from core.processor import APOLOGY, SHUTDOWN_NOTICE, MessageProcessor, ProcessorOptions
-from core.tokens import get_counter
-from core.toolloop import ToolLoop, default_registry
+from core.tools.loop import ToolLoop, default_registry
 from core.triggers import TriggerPolicy
-from core.workspace import ensure_workspace
+from core.workspace.files import ensure_workspace
 from memory.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI, echo_last_user
 

@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from core.search import (
+from core.tools.registry import ToolContext
+from core.tools.search import (
     CachedSearch,
     DuckDuckGoSearch,
     SearchError,
@@ -22,7 +23,6 @@ from core.search import (
     render_results,
     search_tool,
 )
-from core.tools import ToolContext
 
 CTX = ToolContext(platform="console", chat_id="c1", user_id="u1", display_name="Ann")
 

@@ -9,7 +9,12 @@ from xml.etree import ElementTree
 
 import pytest
 
-from core.skills import SkillsLoader, parse_frontmatter, skill_full_text, skills_summary_xml
+from core.workspace.skills import (
+    SkillsLoader,
+    parse_frontmatter,
+    skill_full_text,
+    skills_summary_xml,
+)
 
 
 def write_skill(root: Path, folder: str, text: str) -> Path:
@@ -51,7 +56,7 @@ def test_unquoted_colon_falls_back_with_warning_not_dropped(
         "---\nname: weather\ndescription: Look up the weather: forecasts\nalways: true\n"
         "requires:\n  bins:\n    - curl\n---\nbody\n",
     )
-    with caplog.at_level(logging.WARNING, logger="core.skills"):
+    with caplog.at_level(logging.WARNING, logger="core.workspace.skills"):
         [skill] = SkillsLoader(tmp_path, which=no_bins, environ={}).list_skills()
     assert skill.description == "Look up the weather: forecasts"
     assert skill.always is True

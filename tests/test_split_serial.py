@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from channels.split import split_text
-from core.serial import ChatSerializer, TaskTracker
+from channels.formatting.split import split_text
+from core.ordering import ChatSerializer, TaskTracker
 
 
 def test_short_text_is_one_piece() -> None:

@@ -12,7 +12,12 @@ import pytest
 
 from channels.config import TelegramConfig
 from channels.download import DownloadTooLarge
-from channels.telegram import RATE_NOTICE, UNSUPPORTED_NOTICE, TelegramChannel, TelegramTimings
+from channels.telegram.channel import (
+    RATE_NOTICE,
+    UNSUPPORTED_NOTICE,
+    TelegramChannel,
+    TelegramTimings,
+)
 from core.messages import ChatType, InboundMessage, OutboundMessage, Reply
 from tests.fakes.telegram_server import (
     FakeTelegram,

@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 
 from channels.config import TelegramConfig
-from channels.telegram import TelegramChannel, TelegramStartError
+from channels.telegram.channel import TelegramChannel, TelegramStartError
 from core.messages import Reply
 from tests.fakes.telegram_server import FakeTelegram, Inbox, private_chat, user
 from tests.test_telegram import FAST, echo, running

@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from channels.names import MAX_NAME_CHARS, clean_display_name
-from channels.ratelimit import RateLimiter
-from channels.telegram_outbound import split_for_telegram
-from channels.telegram_polling import sanitise_updates
+from channels.telegram.outbound import split_for_telegram
+from channels.telegram.polling import sanitise_updates
+from core.ratelimit import RateLimiter
 
 
 class Clock:

@@ -1,4 +1,4 @@
-"""core/tokens.py: exact offline counts, equal to tiktoken's own encodings; the estimate."""
+"""core/context/tokens.py: exact offline counts, equal to tiktoken's own encodings; the estimate."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.tokens import (
+from core.context.tokens import (
     ENCODINGS,
     IMAGE_TOKENS,
     IMAGE_TOKENS_LOW,
@@ -170,7 +170,7 @@ def refuse(*a, **k):
     raise OSError("network disabled in this test")
 socket.socket = refuse
 socket.create_connection = refuse
-from core.tokens import get_counter
+from core.context.tokens import get_counter
 a = get_counter("o200k_base", backend="bpe_openai")
 b = get_counter("cl100k_base", backend="tiktoken")
 print(a.count("hello world"), b.count("hello world"), a.exact, b.exact)
@@ -189,7 +189,7 @@ import logging, sys
 sys.modules["bpe_openai"] = None
 sys.modules["tiktoken"] = None
 logging.basicConfig(level=logging.WARNING)
-from core.tokens import get_counter, TokenizerUnavailable
+from core.context.tokens import get_counter, TokenizerUnavailable
 c = get_counter()
 print(type(c).__name__, c.exact, c.count("今天天气很好"))
 try:

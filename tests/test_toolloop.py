@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from core.llm import LLMError, OpenAIProvider
-from core.search import SearchError, SearchResult, search_tool
-from core.toolloop import GIVE_UP_REPLY, LAST_ROUND_NOTE, ToolLoop, default_registry
-from core.tools import Observation, Tool, ToolContext, ToolRegistry
+from core.tools.loop import GIVE_UP_REPLY, LAST_ROUND_NOTE, ToolLoop, default_registry
+from core.tools.registry import Observation, Tool, ToolContext, ToolRegistry
+from core.tools.search import SearchError, SearchResult, search_tool
 from tests.fakes.openai_server import FakeOpenAI, FakeReply
 
 CTX = ToolContext(platform="telegram", chat_id="-100", user_id="42", display_name="Ann")

@@ -6,9 +6,8 @@ import re
 
 import pytest
 
-from core.memory_tools import forget_tool, remember_tool
-from core.search import SearchResult, search_tool
-from core.tools import (
+from core.tools.memory import forget_tool, remember_tool
+from core.tools.registry import (
     MAX_MARKER_ARG_CHARS,
     Observation,
     Tool,
@@ -16,6 +15,7 @@ from core.tools import (
     ToolContext,
     ToolRegistry,
 )
+from core.tools.search import SearchResult, search_tool
 
 
 class NoSearch:

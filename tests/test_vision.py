@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from core.context import ContextBuilder
-from core.imaging import BadImage, prepare_image
+from core.context.builder import ContextBuilder
+from core.context.tokens import get_counter
 from core.llm import OpenAIProvider
+from core.media.imaging import BadImage, prepare_image
+from core.media.vision import UNREADABLE, VisionReader
 from core.messages import ChatType, ImageRef, InboundMessage
 from core.processor import MessageProcessor
-from core.tokens import get_counter
-from core.vision import UNREADABLE, VisionReader
 from tests.fakes.openai_server import FakeOpenAI
 
 

@@ -6,7 +6,7 @@ import os
 from datetime import date
 from pathlib import Path
 
-from core.workspace import BOOTSTRAP_FILES, FileCache, Workspace, ensure_workspace
+from core.workspace.files import BOOTSTRAP_FILES, FileCache, Workspace, ensure_workspace
 
 
 def _touch_later(path: Path, text: str) -> None:

@@ -18,9 +18,10 @@ from typing import Any
 from channels.base import ChannelHealth, MessageHandler
 from channels.config import OnebotConfig
 from channels.download import DownloadError, DownloadPolicy, SafeDownloader
+from channels.formatting.split import split_text
 from channels.names import clean_display_name
-from channels.onebot_actions import OneBotError
-from channels.onebot_events import (
+from channels.onebot.actions import OneBotError
+from channels.onebot.events import (
     BoundedMap,
     InvalidEvent,
     id_param,
@@ -28,14 +29,13 @@ from channels.onebot_events import (
     to_inbound,
     with_reply,
 )
-from channels.onebot_message import ParsedMessage, Segment, reply_segment, text_segment
-from channels.onebot_transport import (
+from channels.onebot.message import ParsedMessage, Segment, reply_segment, text_segment
+from channels.onebot.transport import (
     CLOSE_REPLACED,
     ForwardClient,
     OneBotConnection,
     ReverseServer,
 )
-from channels.split import split_text
 from core.messages import ImageRef, InboundMessage, OutboundMessage, Reply
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from xml.sax.saxutils import escape
 
 import yaml
 
-from core.workspace import FileCache
+from core.workspace.files import FileCache
 
 log = logging.getLogger(__name__)
 

@@ -3,8 +3,8 @@
 Why a module of its own: SystemComponent and the per-turn factories (session rule,
 sender memory, retrieved material) are what callers hand to ContextBuilder, and
 ContextReport / ContextBuild are what it hands back. They are plain values, so callers
-and the system-prompt assembly (core/system_prompt.py) use them without the builder.
-`core.context` re-exports every name.
+and the system-prompt assembly (core/context/system_prompt.py) use them without the builder.
+`core.context.builder` re-exports every name.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from core.assembler import ComponentPriority
-from core.history import HistoryId
+from core.context.assembler import ComponentPriority
+from core.context.history import HistoryId
 from core.inject import clean_name
 
 # Component names (the "# NAME" headers of the system prompt).
@@ -113,7 +113,7 @@ class ContextReport:
     images: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        """The plain-dict form `/context` (core/report.py) renders."""
+        """The plain-dict form `/context` (core/context/report.py) renders."""
         ids = self.included_ids
         return {
             "window": self.window,

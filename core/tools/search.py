@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from ddgs import DDGS
 from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 
-from core.tools import Observation, Tool, ToolContext
+from core.tools.registry import Observation, Tool, ToolContext
 
 log = logging.getLogger(__name__)
 

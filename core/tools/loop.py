@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from core.llm import ChatResult, LLMProvider
-from core.memory_tools import forget_tool, remember_tool
-from core.search import SearchBackend, search_tool
-from core.tools import (
+from core.tools.memory import forget_tool, remember_tool
+from core.tools.registry import (
     MAX_MARKER_ARG_CHARS,
     Observation,
     ToolCall,
@@ -30,6 +29,7 @@ from core.tools import (
     escape_attr,
     escape_text,
 )
+from core.tools.search import SearchBackend, search_tool
 
 log = logging.getLogger(__name__)
 

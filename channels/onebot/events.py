@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from channels.names import clean_display_name
-from channels.onebot_message import ParsedMessage, interpret, normalize_message
+from channels.onebot.message import ParsedMessage, interpret, normalize_message
 from core.messages import ChatType, ImageRef, InboundMessage
 
 ImageRefFactory = Callable[[str, str], ImageRef]  # (url, file name) -> lazy image

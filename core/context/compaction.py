@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from core.chunks import Chunk, ChunkType, XmlChunkRenderer, neutralize_tags
+from core.context.chunks import Chunk, ChunkType, XmlChunkRenderer, neutralize_tags
 from core.llm import LLMError, LLMProvider
 from memory.types import NewTurn, Turn
 

@@ -3,7 +3,7 @@
 Why a module of its own: choosing the components (identity, time, session, bootstrap
 files, tool guide, memory notes, skills and the turn's own parts, in the documented
 order) and keeping the persistent ContextAssembler in step with them is one job, apart
-from fitting the history and the current message (core/context.py). It is a mixin so
+from fitting the history and the current message (core/context/builder.py). It is a mixin so
 the methods moved unchanged: ContextBuilder sets the attributes declared below.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
 from zoneinfo import ZoneInfo
 
-from core.assembler import ComponentPriority, ContextAssembler, ContextOverflowError, Order
-from core.context_parts import (
+from core.context.assembler import ComponentPriority, ContextAssembler, ContextOverflowError, Order
+from core.context.parts import (
     IDENTITY,
     SESSION,
     SKILLS_SUMMARY,
@@ -24,14 +24,14 @@ from core.context_parts import (
     SystemComponent,
     time_text,
 )
-from core.skills import SkillsLoader, skill_full_text, skills_summary_xml
-from core.workspace import Workspace
+from core.workspace.files import Workspace
+from core.workspace.skills import SkillsLoader, skill_full_text, skills_summary_xml
 
-log = logging.getLogger("core.context")  # ContextBuilder's logger, as before the split
+log = logging.getLogger(__name__)
 
 
 class SystemPromptMixin:
-    """The system-prompt methods of ContextBuilder (core/context.py), which sets these."""
+    """The system-prompt methods of ContextBuilder (core/context/builder.py), which sets these."""
 
     workspace: Workspace
     skills: SkillsLoader

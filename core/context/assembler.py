@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Literal
 
-from core.tokens import TokenCounter, get_counter
+from core.context.tokens import TokenCounter, get_counter
 
 log = logging.getLogger(__name__)
 

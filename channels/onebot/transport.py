@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 from aiohttp import WSMsgType, web
 
-from channels.onebot_actions import ActionClient, is_response
+from channels.onebot.actions import ActionClient, is_response
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ them in one place lets the budget be exact (system + history + current + reply r
 kept and dropped. The builder keeps caches (file contents, token counts) but no user
 state: every `build` is given its sender's material and nothing else survives it.
 
-Layout: the components and the report are in core/context_parts.py and the system
-prompt's assembly in core/system_prompt.py (a mixin of ContextBuilder); this module
+Layout: the components and the report are in core/context/parts.py and the system
+prompt's assembly in core/context/system_prompt.py (a mixin of ContextBuilder); this module
 fits history and the current message, and re-exports the names that moved.
 """
 
@@ -23,25 +23,9 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from core.assembler import ComponentPriority, ContextAssembler, Order
-from core.compaction import SUMMARY_COMPONENT, covered_through, summary_text
-from core.context_parts import IDENTITY as IDENTITY
-from core.context_parts import RETRIEVED as RETRIEVED
-from core.context_parts import SENDER_MEMORY as SENDER_MEMORY
-from core.context_parts import SESSION as SESSION
-from core.context_parts import SKILLS_SUMMARY as SKILLS_SUMMARY
-from core.context_parts import TIME as TIME
-from core.context_parts import (
-    TOOL_GUIDE,
-    ContextBuild,
-    ContextReport,
-    SystemComponent,
-    memory_component,
-    retrieved_component,
-    session_component,
-)
-from core.context_parts import time_text as time_text
-from core.history import (
+from core.context.assembler import ComponentPriority, ContextAssembler, Order
+from core.context.compaction import SUMMARY_COMPONENT, covered_through, summary_text
+from core.context.history import (
     HistoryFit,
     HistoryItem,
     MessageCost,
@@ -50,13 +34,29 @@ from core.history import (
     as_history_items,
     fit_history,
 )
-from core.media import ImageEncoder, MediaSource
-from core.skills import SkillsLoader
-from core.system_prompt import SystemPromptMixin
-from core.tokens import REPLY_PRIMER_TOKENS, TokenCounter, get_counter
-from core.tokens import message_tokens as _message_tokens
-from core.turn_context import BuiltContext, TurnInput
-from core.workspace import Workspace
+from core.context.parts import IDENTITY as IDENTITY
+from core.context.parts import RETRIEVED as RETRIEVED
+from core.context.parts import SENDER_MEMORY as SENDER_MEMORY
+from core.context.parts import SESSION as SESSION
+from core.context.parts import SKILLS_SUMMARY as SKILLS_SUMMARY
+from core.context.parts import TIME as TIME
+from core.context.parts import (
+    TOOL_GUIDE,
+    ContextBuild,
+    ContextReport,
+    SystemComponent,
+    memory_component,
+    retrieved_component,
+    session_component,
+)
+from core.context.parts import time_text as time_text
+from core.context.system_prompt import SystemPromptMixin
+from core.context.tokens import REPLY_PRIMER_TOKENS, TokenCounter, get_counter
+from core.context.tokens import message_tokens as _message_tokens
+from core.context.turn import BuiltContext, TurnInput
+from core.media.data_url import ImageEncoder, MediaSource
+from core.workspace.files import Workspace
+from core.workspace.skills import SkillsLoader
 
 log = logging.getLogger(__name__)
 
@@ -256,7 +256,7 @@ class ContextBuilder(SystemPromptMixin):
         return ContextBuild(messages=messages, report=report)
 
     def build_turn(self, turn: TurnInput) -> BuiltContext:
-        """The daemon's seam (core.turn_context.TurnContextBuilder): one stored turn."""
+        """The daemon's seam (core.context.turn.TurnContextBuilder): one stored turn."""
         msg = turn.message
         parts = [
             session_component(
@@ -368,7 +368,7 @@ class ContextBuilder(SystemPromptMixin):
 
 
 class TurnEngine:
-    """`core.turn_context.TurnContextBuilder` for the processor: `build(TurnInput)`."""
+    """`core.context.turn.TurnContextBuilder` for the processor: `build(TurnInput)`."""
 
     def __init__(self, builder: ContextBuilder) -> None:
         self.builder = builder

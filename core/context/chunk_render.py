@@ -3,8 +3,8 @@
 Why a module of its own: the tag table, the escaping of attributes and the
 neutralising of tag look-alikes in user text are the safety boundary of chunk
 rendering (user text must never pose as another kind of chunk). Kept apart from the
-budget arithmetic in core/chunks.py, they can be read and tested on their own;
-compaction uses them too. `core.chunks` re-exports every public name.
+budget arithmetic in core/context/chunks.py, they can be read and tested on their own;
+compaction uses them too. `core.context.chunks` re-exports every public name.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
-from core.chunk_types import Chunk, ChunkType
+from core.context.chunk_types import Chunk, ChunkType
 
 # Every default tag and the role its message takes unless the chunk names one.
 TAG_ROLES: Mapping[str, str] = MappingProxyType(

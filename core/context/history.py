@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
-from core.tokens import REPLY_PRIMER_TOKENS, TokenCounter, message_tokens
+from core.context.tokens import REPLY_PRIMER_TOKENS, TokenCounter, message_tokens
 
 HistoryId = int | str
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from core.tools import Observation, Tool, ToolContext
+from core.tools.registry import Observation, Tool, ToolContext
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from telegram.ext import Application, ApplicationBuilder, ContextTypes, TypeHand
 from telegram.request import HTTPXRequest
 
 from channels.config import TelegramConfig
-from channels.telegram_polling import PollingRequest, PollMonitor
+from channels.telegram.polling import PollingRequest, PollMonitor
 
 log = logging.getLogger(__name__)
 

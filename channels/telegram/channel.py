@@ -22,25 +22,25 @@ from telegram.request import HTTPXRequest
 
 from channels.base import ChannelHealth, MessageHandler
 from channels.config import TelegramConfig
-from channels.ratelimit import RateLimiter
-from channels.telegram_app import (
+from channels.telegram.app import (
     App,
     TelegramTimings,
     build_application,
     start_receiving,
     stop_updater,
 )
-from channels.telegram_files import TelegramFiles
-from channels.telegram_inbound import (
+from channels.telegram.files import TelegramFiles
+from channels.telegram.inbound import (
     PLATFORM,
     BotIdentity,
     Skip,
     normalise,
     telegram_message_id,
 )
-from channels.telegram_outbound import TelegramSender
-from channels.telegram_polling import PollMonitor, PollSupervisor
+from channels.telegram.outbound import TelegramSender
+from channels.telegram.polling import PollMonitor, PollSupervisor
 from core.messages import ChatType, InboundMessage, OutboundMessage, Reply
+from core.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
 

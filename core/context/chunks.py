@@ -14,9 +14,9 @@ each newline forces token boundaries on both sides of the body, so a chunk's cou
 count(head) + count(body) + count(tail) exactly, and the body count can come from
 storage (`Chunk.tokens`) instead of re-tokenizing old turns.
 
-Layout: the data types are in core/chunk_types.py and the tags and escaping in
-core/chunk_render.py; this module is the builder and re-exports both, so
-`from core.chunks import ...` gives the whole API.
+Layout: the data types are in core/context/chunk_types.py and the tags and escaping in
+core/context/chunk_render.py; this module is the builder and re-exports both, so
+`from core.context.chunks import ...` gives the whole API.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from functools import lru_cache
 from operator import attrgetter
 from typing import Any
 
-from core.assembler import ContextOverflowError
-from core.chunk_render import (
+from core.context.assembler import ContextOverflowError
+from core.context.chunk_render import (
     DEFAULT_TAGS,
     TAG_ROLES,
     ChunkRenderer,
@@ -36,7 +36,7 @@ from core.chunk_render import (
     escape_attr,
     neutralize_tags,
 )
-from core.chunk_types import (
+from core.context.chunk_types import (
     PINNED_TYPES,
     ROLES,
     Chunk,
@@ -45,7 +45,7 @@ from core.chunk_types import (
     ContextBuildResult,
     IdRanges,
 )
-from core.tokens import (
+from core.context.tokens import (
     REPLY_PRIMER_TOKENS,
     TOKENS_PER_MESSAGE,
     TokenCounter,

@@ -19,7 +19,7 @@ from telegram.constants import ChatAction
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError
 from telegram.warnings import PTBDeprecationWarning
 
-from channels.split import split_text
+from channels.formatting.split import split_text
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from core.imaging import DEFAULT_MAX_SIDE, BadImage, prepare_image
 from core.llm import LLMError, LLMProvider
-from core.media import data_url
+from core.media.data_url import data_url
+from core.media.imaging import DEFAULT_MAX_SIDE, BadImage, prepare_image
 from core.messages import ImageRef, InboundMessage
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,1 @@
+"""Reply text shaped for a platform: split to its limits, formatting rendered."""

@@ -1,0 +1,54 @@
+"""The context engine: exactly what the model sees on each turn, within a token budget.
+
+Public API: `ContextBuilder` (nanobot's facade), `ContextAssembler` (Loom's prioritised
+system prompt), `ChunkContextBuilder` (team9's XML-tagged chunks), the token counters.
+Names load on first use, so `core.context.tokens` alone stays a light import (no model
+client, no network stack).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "ComponentPriority": "core.context.assembler",
+    "ContextAssembler": "core.context.assembler",
+    "ContextOverflowError": "core.context.assembler",
+    "ContextBuilder": "core.context.builder",
+    "XmlChunkRenderer": "core.context.chunk_render",
+    "Chunk": "core.context.chunk_types",
+    "ChunkType": "core.context.chunk_types",
+    "ContextBuildResult": "core.context.chunk_types",
+    "ChunkContextBuilder": "core.context.chunks",
+    "TokenCounter": "core.context.tokens",
+    "get_counter": "core.context.tokens",
+}
+__all__ = [
+    "Chunk",
+    "ChunkContextBuilder",
+    "ChunkType",
+    "ComponentPriority",
+    "ContextAssembler",
+    "ContextBuildResult",
+    "ContextBuilder",
+    "ContextOverflowError",
+    "TokenCounter",
+    "XmlChunkRenderer",
+    "get_counter",
+]
+
+if TYPE_CHECKING:
+    from core.context.assembler import ComponentPriority, ContextAssembler, ContextOverflowError
+    from core.context.builder import ContextBuilder
+    from core.context.chunk_render import XmlChunkRenderer
+    from core.context.chunk_types import Chunk, ChunkType, ContextBuildResult
+    from core.context.chunks import ChunkContextBuilder
+    from core.context.tokens import TokenCounter, get_counter
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'core.context' has no attribute {name!r}")
+    return getattr(import_module(module), name)
