@@ -238,3 +238,52 @@ class MemoryRow(Base):
     content_hash: Mapped[str] = mapped_column(String(64))
     author: Mapped[str] = mapped_column(String(AUTHOR_LEN))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+# -- durable intake: every triggered message, from accepted to delivered --
+
+TURN_STATES = ("pending", "answered", "delivered", "failed", "expired")
+OPEN_STATES = ("pending", "answered")  # what recovery still has to do something about
+OPEN_STATE_SQL = text("state IN ('pending', 'answered')")
+
+
+class IntakeRow(Base):
+    """A triggered message the daemon accepted, and how far its answer got.
+
+    Written before any slow step (images, the model, search), so a crash at any point
+    leaves a row that recovery can finish: `pending` is answered again, `answered` is
+    delivered again. The conversation itself stays in `turns`; this row points at the
+    user turn and the reply turn once they exist.
+    """
+
+    __tablename__ = "intake"
+    __table_args__ = (
+        UniqueConstraint("platform", "chat_id", "platform_message_id"),
+        # The recovery query: open rows only, oldest first, without walking closed ones.
+        Index(
+            "ix_intake_open",
+            "state",
+            "id",
+            sqlite_where=OPEN_STATE_SQL,
+            postgresql_where=OPEN_STATE_SQL,
+        ),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    platform: Mapped[str] = mapped_column(String(PLATFORM_LEN))
+    chat_id: Mapped[str] = mapped_column(String(ID_LEN))
+    chat_type: Mapped[str] = mapped_column(String(KIND_LEN))
+    sender_id: Mapped[str] = mapped_column(String(ID_LEN))
+    sender_name: Mapped[str] = mapped_column(String(NAME_LEN))
+    platform_message_id: Mapped[str | None] = mapped_column(String(ID_LEN))
+    thread_id: Mapped[str | None] = mapped_column(String(ID_LEN))
+    text: Mapped[str] = mapped_column(Text)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    state: Mapped[str] = mapped_column(String(KIND_LEN))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    user_turn_id: Mapped[int | None] = mapped_column(BigInteger)
+    reply_turn_id: Mapped[int | None] = mapped_column(BigInteger)
+    delivery: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -1,0 +1,290 @@
+"""Durable intake: the accepted messages and how far each one's answer got.
+
+Why a table of its own: the conversation (`turns`) must stay in the order people read
+it, while an accepted message may wait for its chat's earlier turns. The intake row is
+written first, in one small INSERT, and moves pending -> answered -> delivered (or
+failed / expired). The state changes that matter for exactly-once are conditional
+updates (`... WHERE state = 'pending'`), so two answerers can never both win.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import Connection, func, select, update
+
+from memory.migrate import Database
+from memory.models import OPEN_STATES, IntakeRow, check_key, clean_text, utc, utcnow
+
+TurnState = Literal["pending", "answered", "delivered", "failed", "expired"]
+
+
+class IntakeConflict(Exception):
+    """The row was not in the state a conditional update expected (someone else won)."""
+
+
+@dataclass(frozen=True)
+class IntakeDraft:
+    """A triggered message as accepted: enough to answer it again after a crash."""
+
+    platform: str
+    chat_id: str
+    chat_type: str
+    sender_id: str
+    sender_name: str
+    text: str
+    platform_message_id: str | None = None
+    thread_id: str | None = None
+    payload: dict[str, Any] = field(default_factory=dict)  # image refs, mention flags
+    received_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class IntakeEntry:
+    id: int
+    platform: str
+    chat_id: str
+    chat_type: str
+    sender_id: str
+    sender_name: str
+    text: str
+    platform_message_id: str | None
+    thread_id: str | None
+    payload: dict[str, Any]
+    state: TurnState
+    attempts: int
+    user_turn_id: int | None
+    reply_turn_id: int | None
+    delivery: dict[str, Any]
+    received_at: datetime
+    updated_at: datetime
+
+    @property
+    def chat_key(self) -> str:
+        return f"{self.platform}:{self.chat_id}"
+
+
+@dataclass(frozen=True)
+class IntakeStats:
+    pending: int
+    answered: int
+    oldest_pending: datetime | None
+
+
+_COLUMNS = (
+    IntakeRow.id,
+    IntakeRow.platform,
+    IntakeRow.chat_id,
+    IntakeRow.chat_type,
+    IntakeRow.sender_id,
+    IntakeRow.sender_name,
+    IntakeRow.text,
+    IntakeRow.platform_message_id,
+    IntakeRow.thread_id,
+    IntakeRow.payload,
+    IntakeRow.state,
+    IntakeRow.attempts,
+    IntakeRow.user_turn_id,
+    IntakeRow.reply_turn_id,
+    IntakeRow.delivery,
+    IntakeRow.received_at,
+    IntakeRow.updated_at,
+)
+
+
+def _entry(row: Any) -> IntakeEntry:
+    return IntakeEntry(*row)
+
+
+def claim_in(conn: Connection, entry_id: int, user_turn_id: int | None) -> None:
+    """Inside a turn-writing transaction: the answer starts (counts an attempt).
+
+    Raises IntakeConflict, rolling the whole transaction back, unless still pending.
+    """
+    values: dict[str, Any] = {"attempts": IntakeRow.attempts + 1, "updated_at": utcnow()}
+    if user_turn_id is not None:
+        values["user_turn_id"] = user_turn_id
+    done = conn.execute(
+        update(IntakeRow)
+        .where(IntakeRow.id == entry_id, IntakeRow.state == "pending")
+        .values(**values)
+    )
+    if done.rowcount != 1:
+        raise IntakeConflict(entry_id)
+
+
+def settle_in(conn: Connection, entry_id: int, state: TurnState, reply_turn_id: int | None) -> None:
+    """Inside the transaction that stores the reply: pending -> answered (or failed)."""
+    done = conn.execute(
+        update(IntakeRow)
+        .where(IntakeRow.id == entry_id, IntakeRow.state == "pending")
+        .values(state=state, reply_turn_id=reply_turn_id, updated_at=utcnow())
+    )
+    if done.rowcount != 1:
+        raise IntakeConflict(entry_id)
+
+
+class IntakeStore:
+    """The intake table over a `Database`; each method is one transaction or one read."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def accept(self, draft: IntakeDraft) -> IntakeEntry | None:
+        """Store a triggered message as `pending`; None when its message id was seen."""
+        check_key("intake chat", draft.platform, draft.chat_id)
+        check_key("intake sender", draft.platform, draft.sender_id)
+        now = utcnow()
+        values = {
+            "platform": draft.platform,
+            "chat_id": draft.chat_id,
+            "chat_type": draft.chat_type,
+            "sender_id": draft.sender_id,
+            "sender_name": clean_text(draft.sender_name)[:256],
+            "text": clean_text(draft.text),
+            "platform_message_id": draft.platform_message_id,
+            "thread_id": draft.thread_id,
+            "payload": draft.payload,
+            "state": "pending",
+            "attempts": 0,
+            "delivery": {},
+            "received_at": utc(draft.received_at),
+            "updated_at": now,
+        }
+        statement = self._insert_ignoring_duplicates().values(**values).returning(*_COLUMNS)
+
+        def write(conn: Connection) -> IntakeEntry | None:
+            row = conn.execute(statement).first()
+            return _entry(row) if row is not None else None
+
+        return await self._db.write(write)
+
+    def _insert_ignoring_duplicates(self) -> Any:
+        if self._db.dialect == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        else:
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        return dialect_insert(IntakeRow).on_conflict_do_nothing(
+            index_elements=["platform", "chat_id", "platform_message_id"]
+        )
+
+    async def get(self, entry_id: int) -> IntakeEntry | None:
+        query = select(*_COLUMNS).where(IntakeRow.id == entry_id)
+        row = await self._db.read(lambda conn: conn.execute(query).first())
+        return _entry(row) if row is not None else None
+
+    async def by_message(
+        self, platform: str, chat_id: str, platform_message_id: str
+    ) -> IntakeEntry | None:
+        query = select(*_COLUMNS).where(
+            IntakeRow.platform == platform,
+            IntakeRow.chat_id == chat_id,
+            IntakeRow.platform_message_id == platform_message_id,
+        )
+        row = await self._db.read(lambda conn: conn.execute(query).first())
+        return _entry(row) if row is not None else None
+
+    async def note(self, entry_id: int, **payload: Any) -> None:
+        """Merge facts learned on the way (image descriptions) into the row's payload."""
+
+        def write(conn: Connection) -> None:
+            current = conn.execute(
+                select(IntakeRow.payload).where(IntakeRow.id == entry_id)
+            ).scalar_one_or_none()
+            if current is None:
+                return
+            conn.execute(
+                update(IntakeRow)
+                .where(IntakeRow.id == entry_id)
+                .values(payload={**current, **payload}, updated_at=utcnow())
+            )
+
+        await self._db.write(write)
+
+    async def move(
+        self,
+        entry_id: int,
+        state: TurnState,
+        *,
+        expected: Sequence[TurnState],
+        delivery: dict[str, Any] | None = None,
+    ) -> bool:
+        """Conditional state change; False when the row was not in an expected state."""
+        values: dict[str, Any] = {"state": state, "updated_at": utcnow()}
+        if delivery is not None:
+            values["delivery"] = delivery
+        statement = (
+            update(IntakeRow)
+            .where(IntakeRow.id == entry_id, IntakeRow.state.in_(list(expected)))
+            .values(**values)
+        )
+        done = await self._db.write(lambda conn: conn.execute(statement).rowcount)
+        return bool(done == 1)
+
+    async def set_delivery(self, entry_id: int, delivery: dict[str, Any]) -> None:
+        """Record what was sent so far (message ids being streamed into), state unchanged."""
+        statement = (
+            update(IntakeRow)
+            .where(IntakeRow.id == entry_id)
+            .values(delivery=delivery, updated_at=utcnow())
+        )
+        await self._db.write(lambda conn: conn.execute(statement))
+
+    async def open_entries(self, limit: int = 100) -> list[IntakeEntry]:
+        """Pending and answered rows, oldest first (what recovery has to finish)."""
+        query = (
+            select(*_COLUMNS)
+            .where(IntakeRow.state.in_(OPEN_STATES))
+            .order_by(IntakeRow.id)
+            .limit(limit)
+        )
+        rows = await self._db.read(lambda conn: conn.execute(query).all())
+        return [_entry(row) for row in rows]
+
+    async def expire(self, received_before: datetime) -> int:
+        """Open rows received before the cut-off become `expired`; returns how many."""
+        statement = (
+            update(IntakeRow)
+            .where(IntakeRow.state.in_(OPEN_STATES), IntakeRow.received_at < utc(received_before))
+            .values(state="expired", updated_at=utcnow())
+        )
+        return int(await self._db.write(lambda conn: conn.execute(statement).rowcount))
+
+    async def stats(self) -> IntakeStats:
+        query = (
+            select(IntakeRow.state, func.count(), func.min(IntakeRow.received_at))
+            .where(IntakeRow.state.in_(OPEN_STATES))
+            .group_by(IntakeRow.state)
+        )
+        rows = await self._db.read(lambda conn: conn.execute(query).all())
+        found = {state: (count, oldest) for state, count, oldest in rows}
+        pending, oldest = found.get("pending", (0, None))
+        answered, _ = found.get("answered", (0, None))
+        return IntakeStats(pending=pending, answered=answered, oldest_pending=oldest)
+
+    async def listing(self, state: TurnState | None = None, limit: int = 50) -> list[IntakeEntry]:
+        """Newest first, optionally of one state (for `chatterd turns list`)."""
+        query = select(*_COLUMNS).order_by(IntakeRow.id.desc()).limit(limit)
+        if state is not None:
+            query = query.where(IntakeRow.state == state)
+        rows = await self._db.read(lambda conn: conn.execute(query).all())
+        return [_entry(row) for row in rows]
+
+
+# Writers a turn-storing transaction can run after its inserts (see SqlStorage.add_turns).
+AfterWrite = Callable[[Connection, list[Any]], None]
+
+__all__ = [
+    "AfterWrite",
+    "IntakeConflict",
+    "IntakeDraft",
+    "IntakeEntry",
+    "IntakeStats",
+    "IntakeStore",
+    "TurnState",
+    "claim_in",
+    "settle_in",
+]
