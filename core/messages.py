@@ -18,11 +18,17 @@ ImageFetcher = Callable[[], Awaitable[bytes]]
 
 @dataclass(frozen=True)
 class ImageRef:
-    """An image attached to a message; bytes are fetched lazily, only if needed."""
+    """An image attached to a message; bytes are fetched lazily, only if needed.
+
+    `locator` is a plain string the channel can turn back into an ImageRef after a
+    restart (a Telegram file_id, a QQ image URL), so an accepted message whose images
+    were not yet described can still be answered by recovery.
+    """
 
     fetch: ImageFetcher
     mime: str | None = None
     name: str = ""
+    locator: str | None = None
 
 
 @dataclass(frozen=True)
@@ -75,3 +81,17 @@ class Reply:
 
     text: str
     private: bool = False
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What a channel confirms it delivered: the platform's ids of the sent messages."""
+
+    message_ids: tuple[str, ...] = ()
+
+
+class DeliveryError(Exception):
+    """A reply the channel could not hand to the platform; the turn stays `answered`.
+
+    str(exc) is for the operator log and carries no secrets.
+    """

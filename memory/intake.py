@@ -10,68 +10,18 @@ updates (`... WHERE state = 'pending'`), so two answerers can never both win.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import Connection, func, select, update
 
 from memory.migrate import Database
 from memory.models import OPEN_STATES, IntakeRow, check_key, clean_text, utc, utcnow
-
-TurnState = Literal["pending", "answered", "delivered", "failed", "expired"]
+from memory.types import IntakeDraft, IntakeEntry, IntakeStats, TurnState
 
 
 class IntakeConflict(Exception):
     """The row was not in the state a conditional update expected (someone else won)."""
-
-
-@dataclass(frozen=True)
-class IntakeDraft:
-    """A triggered message as accepted: enough to answer it again after a crash."""
-
-    platform: str
-    chat_id: str
-    chat_type: str
-    sender_id: str
-    sender_name: str
-    text: str
-    platform_message_id: str | None = None
-    thread_id: str | None = None
-    payload: dict[str, Any] = field(default_factory=dict)  # image refs, mention flags
-    received_at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class IntakeEntry:
-    id: int
-    platform: str
-    chat_id: str
-    chat_type: str
-    sender_id: str
-    sender_name: str
-    text: str
-    platform_message_id: str | None
-    thread_id: str | None
-    payload: dict[str, Any]
-    state: TurnState
-    attempts: int
-    user_turn_id: int | None
-    reply_turn_id: int | None
-    delivery: dict[str, Any]
-    received_at: datetime
-    updated_at: datetime
-
-    @property
-    def chat_key(self) -> str:
-        return f"{self.platform}:{self.chat_id}"
-
-
-@dataclass(frozen=True)
-class IntakeStats:
-    pending: int
-    answered: int
-    oldest_pending: datetime | None
 
 
 _COLUMNS = (

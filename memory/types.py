@@ -109,3 +109,56 @@ class MemoryStore(Protocol):
     async def import_memories(
         self, platform: str, user_id: str, rows: list[dict[str, Any]]
     ) -> int: ...
+
+
+# -- durable intake (memory/intake.py) --
+
+TurnState = Literal["pending", "answered", "delivered", "failed", "expired"]
+
+
+@dataclass(frozen=True)
+class IntakeDraft:
+    """A triggered message as accepted: enough to answer it again after a crash."""
+
+    platform: str
+    chat_id: str
+    chat_type: str
+    sender_id: str
+    sender_name: str
+    text: str
+    platform_message_id: str | None = None
+    thread_id: str | None = None
+    payload: dict[str, Any] = field(default_factory=dict)  # image refs, mention flags
+    received_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class IntakeEntry:
+    id: int
+    platform: str
+    chat_id: str
+    chat_type: str
+    sender_id: str
+    sender_name: str
+    text: str
+    platform_message_id: str | None
+    thread_id: str | None
+    payload: dict[str, Any]
+    state: TurnState
+    attempts: int
+    user_turn_id: int | None
+    reply_turn_id: int | None
+    delivery: dict[str, Any]
+    received_at: datetime
+    updated_at: datetime
+
+    @property
+    def chat_key(self) -> str:
+        return f"{self.platform}:{self.chat_id}"
+
+
+@dataclass(frozen=True)
+class IntakeStats:
+    pending: int
+    answered: int
+    oldest_pending: datetime | None

@@ -14,6 +14,7 @@ Usage::
         tg.fail("sendMessage", 429, retry_after=1)          # next sendMessage -> 429
         tg.set_conflict(True)                               # every getUpdates -> 409
         tg.stall(); tg.resume()                             # hold getUpdates at the door
+        tg.hold_sends(); tg.release_sends()                 # sendMessage waits, unrecorded
         tg.forbid_private(1001)                             # DM to 1001 -> 403
         photo = tg.add_photo(b"...jpeg...")                 # PhotoSize list for a message
         calls = await tg.wait_for("sendMessage", count=2)   # event-based, no sleeps
@@ -151,6 +152,8 @@ class FakeTelegram:
         self._chats: dict[int, dict[str, Any]] = {}
         self._files: dict[str, tuple[bytes, str, int]] = {}
         self._file_ids = itertools.count(1)
+        self._sends_open = asyncio.Event()
+        self._sends_open.set()
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -253,6 +256,14 @@ class FakeTelegram:
     def resume(self) -> None:
         self._running.set()
 
+    def hold_sends(self) -> None:
+        """sendMessage requests wait at the door until `release_sends()`; one whose client
+        went away meanwhile is never delivered (the platform did not accept it)."""
+        self._sends_open.clear()
+
+    def release_sends(self) -> None:
+        self._sends_open.set()
+
     def forbid_private(self, user_id: int) -> None:
         """Messages to this user's DM fail with 403, as for a user who never pressed Start."""
         self._forbidden.add(user_id)
@@ -322,6 +333,10 @@ class FakeTelegram:
         async with self._changed:
             self.calls.append(call)
             self._changed.notify_all()
+        if method == "sendMessage" and not self._sends_open.is_set():
+            await self._sends_open.wait()
+            if request.transport is None or request.transport.is_closing():
+                return web.Response(status=499)  # the sender is gone: nothing delivered
         failures = self._failures.get(method)
         if failures:
             code, description, retry_after = failures.popleft()

@@ -1,0 +1,148 @@
+"""Recovery: finish what a dead process (or replica) accepted but did not answer or send.
+
+At start and every `interval_s`, open intake rows are looked at oldest first: `pending`
+ones are answered, `answered` ones are delivered, each only when its chat is free here
+and (on PostgreSQL) its chat lock can be had without waiting, so a live turn is never
+taken over. Rows older than `within_s` are too old to answer and become `expired`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+from memory.types import IntakeEntry, IntakeStats
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+
+
+class OpenTurns(Protocol):
+    """What recovery reads and expires (memory.intake.IntakeStore)."""
+
+    async def open_entries(self, limit: int = 100) -> list[IntakeEntry]: ...
+
+    async def expire(self, received_before: datetime) -> int: ...
+
+    async def stats(self) -> IntakeStats: ...
+
+
+class Finisher(Protocol):
+    """What recovery asks of the processor; each returns False when it skipped the row."""
+
+    def is_busy(self, chat_key: str) -> bool: ...
+
+    async def resume(self, entry: IntakeEntry) -> bool: ...
+
+    async def redeliver(self, entry: IntakeEntry) -> bool: ...
+
+
+@dataclass(frozen=True)
+class RecoveryOptions:
+    interval_s: float = 10.0
+    within_s: float = 900.0  # 0: recovery off
+    batch: int = 200
+
+
+@dataclass
+class RecoveryCounters:
+    recovered_total: int = 0
+    expired_total: int = 0
+
+
+class Recovery:
+    """Sweeps the intake; `run()` is the background loop, `sweep()` one pass."""
+
+    def __init__(
+        self,
+        turns: OpenTurns,
+        finisher: Finisher,
+        options: RecoveryOptions | None = None,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        self._turns = turns
+        self._finisher = finisher
+        self._options = options or RecoveryOptions()
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self.counters = RecoveryCounters()
+
+    @property
+    def enabled(self) -> bool:
+        return self._options.within_s > 0
+
+    async def sweep(self) -> int:
+        """One pass; returns how many rows it finished."""
+        if not self.enabled:
+            return 0
+        cutoff = self._clock() - timedelta(seconds=self._options.within_s)
+        expired = await self._turns.expire(cutoff)
+        if expired:
+            self.counters.expired_total += expired
+            log.warning(
+                "recovery: %d accepted message(s) older than %.0fs expired unanswered",
+                expired,
+                self._options.within_s,
+            )
+        entries = await self._turns.open_entries(self._options.batch)
+        by_chat: dict[str, list[IntakeEntry]] = {}
+        for entry in entries:
+            by_chat.setdefault(entry.chat_key, []).append(entry)
+        done = await asyncio.gather(*(self._finish_chat(rows) for rows in by_chat.values()))
+        finished = sum(done)
+        if finished:
+            self.counters.recovered_total += finished
+            log.info("recovery: finished %d accepted message(s)", finished)
+        return finished
+
+    async def _finish_chat(self, entries: Sequence[IntakeEntry]) -> int:
+        """A chat's open rows in order; stop at the first one that could not be finished."""
+        finished = 0
+        for entry in entries:
+            if self._finisher.is_busy(entry.chat_key):
+                break
+            if entry.state == "pending":
+                ok = await self._finisher.resume(entry)
+            else:
+                ok = await self._finisher.redeliver(entry)
+            if not ok:
+                break
+            finished += 1
+        return finished
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Sweep now, then every interval, until `stop` is set. Never raises."""
+        if not self.enabled:
+            log.info("recovery: off ([bot] recover_within_s = 0)")
+            return
+        while not stop.is_set():
+            try:
+                await self.sweep()
+            except Exception:
+                log.exception("recovery: sweep failed; trying again in %.0fs", self._interval)
+            try:
+                await asyncio.wait_for(stop.wait(), self._interval)
+            except TimeoutError:
+                pass
+
+    @property
+    def _interval(self) -> float:
+        return self._options.interval_s
+
+    async def health(self) -> dict[str, float | int | None]:
+        """The `turns` part of /healthz."""
+        stats = await self._turns.stats()
+        oldest = stats.oldest_pending
+        age = (self._clock() - oldest).total_seconds() if oldest is not None else None
+        return {
+            "pending": stats.pending,
+            "answered_undelivered": stats.answered,
+            "oldest_pending_s": round(age, 1) if age is not None else None,
+            "recovered_total": self.counters.recovered_total,
+            "expired_total": self.counters.expired_total,
+        }
