@@ -129,9 +129,12 @@ def _sqlite_engine(target: Target, role: SqliteRole, pool_size: int) -> Engine:
 def _postgres_engine(
     target: Target, pool_size: int, max_overflow: int, **options: Any
 ) -> AsyncEngine:
-    connect_args: dict[str, Any] = {}
+    # The application name lets an operator (or a fault test) find our sessions in
+    # pg_stat_activity; with a schema it names the schema too.
+    settings = {"application_name": f"chatterd/{target.search_path or 'public'}"[:63]}
     if target.search_path:
-        connect_args["server_settings"] = {"search_path": target.search_path}
+        settings["search_path"] = target.search_path
+    connect_args: dict[str, Any] = {"server_settings": settings}
     return create_async_engine(
         target.url,
         connect_args=connect_args,
