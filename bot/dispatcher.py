@@ -6,10 +6,12 @@ import logging
 
 from bot.commands import Commands
 from core.messages import ChatType, InboundMessage, Reply
-from core.processor import GENERIC_APOLOGY, MessageProcessor
+from core.processor import GENERIC_APOLOGY, MessageProcessor, ShuttingDown
 from core.triggers import TriggerPolicy, is_command
 
 log = logging.getLogger(__name__)
+
+RETRY_AFTER_S = 10.0  # what a caller is told to wait during a restart
 
 
 class Dispatcher:
@@ -44,5 +46,8 @@ class Dispatcher:
             if self._store_untriggered and message.chat_type is ChatType.GROUP:
                 await self._processor.remember_context(message)
             return None
-        text = await self._processor.handle(message)
+        try:
+            text = await self._processor.handle(message)
+        except ShuttingDown:
+            return Reply("", retry_after_s=RETRY_AFTER_S)
         return Reply(text) if text else None

@@ -75,12 +75,17 @@ class OutboundMessage:
 class Reply:
     """What the daemon answers to one inbound message.
 
+    `retry_after_s` means the message was taken in but cannot be answered now (the
+    daemon is restarting); a channel that answers in its response (HTTP) says 503 with
+    Retry-After, the others stay silent (the message is answered after the restart).
+
     `private` asks the channel to deliver it in a DM with the sender where the platform
     allows (e.g. `/memory show` typed in a group); a channel that cannot, says so instead.
     """
 
     text: str
     private: bool = False
+    retry_after_s: float | None = None  # not answered now: the sender should try again
 
 
 @dataclass(frozen=True)

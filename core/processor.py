@@ -7,18 +7,32 @@ import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
+from core.accepted import intake_draft, reply_for, restored_message
 from core.context.compaction import Compactor, covered_through
 from core.context.turn import BuiltContext, TurnContextBuilder, TurnInput
 from core.inject import inject
 from core.llm import LLMError, LLMProvider
 from core.media.vision import NOT_DESCRIBED, ImageNotes
-from core.messages import InboundMessage
+from core.delivery import ChannelRoutes
+from core.messages import DeliveryError, InboundMessage
 from core.ordering import ChatSerializer, TaskTracker
 from core.tools.loop import ToolLoop
 from core.tools.registry import ToolContext
-from memory.types import MemoryItem, MemoryStore, NewTurn, Turn, TurnMaterial, TurnStore
+from memory.intake import IntakeConflict, claim_in, settle_in
+from memory.types import (
+    IntakeDraft,
+    IntakeEntry,
+    MemoryItem,
+    MemoryStore,
+    NewTurn,
+    Turn,
+    TurnMaterial,
+    TurnState,
+    TurnStore,
+)
 
 log = logging.getLogger(__name__)
 
@@ -28,15 +42,48 @@ APOLOGY = {
     "unavailable": "Sorry, I can't reach my language model right now. Please try again shortly.",
 }
 GENERIC_APOLOGY = "Sorry, something went wrong on my side. Please try again in a moment."
-SHUTDOWN_NOTICE = "I'm restarting right now; please send that again in a moment."
+DUPLICATE_WAIT_S = 120.0  # how long a retried message waits for the first try's answer
+MAX_ATTEMPTS = 3  # a message that was started this often without an answer is given up
+
+
+class ShuttingDown(Exception):
+    """The message was accepted and will be answered after the restart."""
+
+
+class Intake(Protocol):
+    """The durable intake (memory.intake.IntakeStore)."""
+
+    async def accept(self, draft: IntakeDraft) -> IntakeEntry | None: ...
+
+    async def get(self, entry_id: int) -> IntakeEntry | None: ...
+
+    async def by_message(
+        self, platform: str, chat_id: str, platform_message_id: str
+    ) -> IntakeEntry | None: ...
+
+    async def move(
+        self,
+        entry_id: int,
+        state: TurnState,
+        *,
+        expected: Sequence[TurnState],
+        delivery: dict[str, Any] | None = None,
+    ) -> bool: ...
 
 
 class Store(TurnStore, MemoryStore, Protocol):
-    """The processor needs both halves of storage, and one read of a turn's material."""
+    """The processor needs both halves of storage, the intake, one read of a turn's
+    material, and a chat lock it can try without waiting (recovery)."""
+
+    intake: Intake
 
     async def turn_material(
         self, platform: str, chat_id: str, sender_id: str, limit: int, before_id: int
     ) -> TurnMaterial: ...
+
+    async def turn_content(self, turn_id: int) -> Turn | None: ...
+
+    def try_chat_lock(self, platform: str, chat_id: str) -> AbstractAsyncContextManager[bool]: ...
 
 
 class TextCounter(Protocol):
@@ -75,6 +122,7 @@ class MessageProcessor:
         tool_loop: ToolLoop | None = None,
         read_images: ImageReader | None = None,
         compactor: Compactor | None = None,
+        routes: ChannelRoutes | None = None,
     ) -> None:
         self._store = store
         self._llm = llm
@@ -84,6 +132,8 @@ class MessageProcessor:
         self._tool_loop = tool_loop
         self._read_images = read_images
         self._compactor = compactor
+        self._routes = routes
+        self._live: dict[str, int] = {}  # chat key -> accepted messages of it in flight here
         self._background: set[asyncio.Task[None]] = set()
         self._tool_guide = tool_loop.guide() if tool_loop else ""
         self._serial = ChatSerializer(self._options.max_in_flight)
@@ -92,12 +142,112 @@ class MessageProcessor:
         self._last_reports: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
     async def handle(self, message: InboundMessage) -> str | None:
-        """Answer one triggered message; None when it is a duplicate delivery."""
+        """Accept one triggered message and answer it.
+
+        Returns the reply text when the caller must deliver it (a channel the core
+        cannot send through, such as HTTP); None when it was delivered here, or is a
+        duplicate delivery of a message handled elsewhere. Raises ShuttingDown during a
+        drain: the message is stored and answered after the restart.
+        """
+        entry = await self._store.intake.accept(intake_draft(message))
+        if entry is None:
+            return await self._duplicate(message)
         if self._closing:
-            return SHUTDOWN_NOTICE
-        async with self._tasks.track(), self._serial.turn(message.chat_key):
-            async with self._store.chat_lock(message.platform, message.chat_id):
-                return await self._handle_in_order(message)
+            raise ShuttingDown
+        return await self._run(entry, message, late=False)
+
+    def is_busy(self, chat_key: str) -> bool:
+        """Accepted messages of this chat are in flight (or queued) in this process."""
+        return chat_key in self._live
+
+    async def resume(self, entry: IntakeEntry) -> bool:
+        """Recovery: answer a `pending` message a dead process accepted. False: skipped."""
+        if self._closing or self.is_busy(entry.chat_key) or not self._can_deliver(entry):
+            return False
+        if entry.attempts >= MAX_ATTEMPTS:
+            log.error(
+                "giving up on message %s in %s: %d attempts died without an answer",
+                entry.platform_message_id,
+                entry.chat_key,
+                entry.attempts,
+            )
+            await self._store.intake.move(entry.id, "failed", expected=["pending"])
+            return True
+        message = restored_message(entry, self._routes)
+        async with self._store.try_chat_lock(entry.platform, entry.chat_id) as free:
+            if not free:
+                return False
+            await self._run(entry, message, late=True, locked=True)
+        return True
+
+    async def redeliver(self, entry: IntakeEntry) -> bool:
+        """Recovery: send an `answered` reply that never went out. False: skipped."""
+        if self._closing or self.is_busy(entry.chat_key) or not self._can_deliver(entry):
+            return False
+        if entry.reply_turn_id is None:
+            return False
+        async with self._store.try_chat_lock(entry.platform, entry.chat_id) as free:
+            if not free:
+                return False
+            fresh = await self._store.intake.get(entry.id)
+            reply = await self._store.turn_content(entry.reply_turn_id)
+            if fresh is None or fresh.state != "answered" or reply is None:
+                return fresh is not None and fresh.state != "answered"
+            message = restored_message(entry, self._routes)
+            return await self._deliver(entry.id, reply_for(message, reply.content, late=True))
+
+    def _can_deliver(self, entry: IntakeEntry) -> bool:
+        """Only messages whose channel runs here can be finished here."""
+        return self._routes is not None and self._routes.can_send(entry.platform)
+
+    async def _duplicate(self, message: InboundMessage) -> str | None:
+        """A re-delivered message: nothing new is answered. A caller that must deliver the
+        reply itself (HTTP retry) waits for the first try's stored reply."""
+        if self._delivers(message.platform) or message.message_id is None:
+            log.info(
+                "duplicate delivery of %s message %s ignored", message.chat_key, message.message_id
+            )
+            return None
+        deadline = asyncio.get_running_loop().time() + DUPLICATE_WAIT_S
+        delay = 0.05
+        while True:
+            entry = await self._store.intake.by_message(
+                message.platform, message.chat_id, message.message_id
+            )
+            if entry is None or entry.state in ("failed", "expired"):
+                return None
+            if entry.state in ("answered", "delivered") and entry.reply_turn_id is not None:
+                reply = await self._store.turn_content(entry.reply_turn_id)
+                if reply is not None:
+                    await self._store.intake.move(entry.id, "delivered", expected=["answered"])
+                    return reply.content
+            if self._closing:
+                raise ShuttingDown
+            if asyncio.get_running_loop().time() > deadline:
+                return None
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    def _delivers(self, platform: str) -> bool:
+        return self._routes is not None and self._routes.can_send(platform)
+
+    async def _run(
+        self, entry: IntakeEntry, message: InboundMessage, *, late: bool, locked: bool = False
+    ) -> str | None:
+        key = message.chat_key
+        self._live[key] = self._live.get(key, 0) + 1
+        try:
+            async with self._tasks.track(), self._serial.turn(key):
+                if locked:
+                    return await self._answer_entry(entry, message, late)
+                async with self._store.chat_lock(message.platform, message.chat_id):
+                    return await self._answer_entry(entry, message, late)
+        finally:
+            left = self._live[key] - 1
+            if left:
+                self._live[key] = left
+            else:
+                del self._live[key]
 
     async def remember_context(self, message: InboundMessage) -> None:
         """Store a group message that did not trigger the bot, so later turns see it."""
@@ -121,30 +271,20 @@ class MessageProcessor:
             )
         return cancelled
 
-    async def _handle_in_order(self, message: InboundMessage) -> str | None:
-        images = await self._images(message)
-        content = inject(
-            message.sender_name,
-            message.sender_id,
-            message.text,
-            images.notes,
-            self._options.message_suffix,
-        )
-        meta = {"images": images.hashes} if images.hashes else {}
-        stored = await self._store.add_turn(
-            self._user_turn(message, content, kind="message", meta=meta)
-        )
-        if stored is None:
-            log.info(
-                "duplicate delivery of %s message %s ignored", message.chat_key, message.message_id
-            )
-            return None
-        history, summary, memories = await self._material(message, before_id=stored.id)
+    async def _answer_entry(
+        self, entry: IntakeEntry, message: InboundMessage, late: bool
+    ) -> str | None:
+        """Under the chat's lock: store the user turn, ask the model, store and send."""
+        started = await self._start(entry, message)
+        if started is None:
+            return None  # answered meanwhile (another replica, or recovery)
+        content, stored_id, user_tokens, images = started
+        history, summary, memories = await self._material(message, before_id=stored_id)
         built = self._context.build_turn(
             TurnInput(
                 message=message,
                 user_content=content,
-                user_tokens=stored.token_count,
+                user_tokens=user_tokens,
                 history=history,
                 memories=memories,
                 image_parts=images.parts,
@@ -157,10 +297,86 @@ class MessageProcessor:
             reply, turns = await self._answer(built, message)
         except LLMError as exc:
             log.warning("model call failed for %s: %s (%s)", message.chat_key, exc.kind, exc)
-            return APOLOGY.get(exc.kind, GENERIC_APOLOGY)
-        await self._store.add_turns([self._bot_turn(message, *turn) for turn in turns])
+            return await self._apologise(entry, message, APOLOGY.get(exc.kind, GENERIC_APOLOGY))
+        delivers = self._delivers(message.platform)
+        final: TurnState = "answered" if delivers else "delivered"  # HTTP: the response is it
+        try:
+            await self._store.add_turns(
+                [self._bot_turn(message, *turn) for turn in turns],
+                then=lambda conn, stored: settle_in(conn, entry.id, final, stored[-1].id),
+            )
+        except IntakeConflict:
+            return None
         self._maybe_compact(message, history, built.report, summary)
-        return reply
+        if not delivers:
+            return reply
+        await self._deliver(entry.id, reply_for(message, reply, late=late))
+        return None
+
+    async def _start(
+        self, entry: IntakeEntry, message: InboundMessage
+    ) -> tuple[str, int, int, ImageNotes] | None:
+        """Claim the entry and store the user turn (once, even across attempts)."""
+        if entry.user_turn_id is not None:  # an earlier attempt stored it: reuse it
+            try:
+                await self._store.add_turns([], then=lambda conn, _: claim_in(conn, entry.id, None))
+            except IntakeConflict:
+                return None
+            turn = await self._store.turn_content(entry.user_turn_id)
+            if turn is not None:
+                return turn.content, turn.id, turn.token_count, ImageNotes()
+        images = await self._images(message)
+        content = inject(
+            message.sender_name,
+            message.sender_id,
+            message.text,
+            images.notes,
+            self._options.message_suffix,
+        )
+        meta = {"images": images.hashes} if images.hashes else {}
+        user_turn = self._user_turn(message, content, kind="message", meta=meta)
+        try:
+            stored = await self._store.add_turn(
+                user_turn, then=lambda conn, rows: claim_in(conn, entry.id, rows[0].id)
+            )
+        except IntakeConflict:
+            return None
+        if stored is None:  # the same platform message is in the history already
+            log.info("duplicate of %s message %s ignored", message.chat_key, message.message_id)
+            await self._store.intake.move(entry.id, "failed", expected=["pending"])
+            return None
+        return content, stored.id, stored.token_count, images
+
+    async def _apologise(
+        self, entry: IntakeEntry, message: InboundMessage, text: str
+    ) -> str | None:
+        """A model failure: the message is `failed` (not retried later) and told so."""
+        await self._store.intake.move(entry.id, "failed", expected=["pending"])
+        if not self._delivers(message.platform):
+            return text
+        try:
+            await self._routes.deliver(reply_for(message, text, late=False))  # type: ignore[union-attr]
+        except DeliveryError as exc:
+            log.warning("apology to %s not delivered: %s", message.chat_key, exc)
+        return None
+
+    async def _deliver(self, entry_id: int, outbound: Any) -> bool:
+        """Send through the channel; `delivered` once the platform confirmed it."""
+        assert self._routes is not None
+        try:
+            sent = await self._routes.deliver(outbound)
+        except DeliveryError as exc:
+            log.warning(
+                "reply to %s:%s not delivered yet (%s); recovery will try again",
+                outbound.platform,
+                outbound.chat_id,
+                exc,
+            )
+            return False
+        await self._store.intake.move(
+            entry_id, "delivered", expected=["answered"], delivery={"ids": list(sent.message_ids)}
+        )
+        return True
 
     async def settle(self) -> None:
         """Wait for background work (summaries being written) to finish."""

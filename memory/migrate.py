@@ -210,29 +210,42 @@ class Database:
             engine.dispose()
 
     @asynccontextmanager
-    async def advisory_lock(self, key: int) -> AsyncIterator[None]:
+    async def advisory_lock(self, key: int, *, wait: bool = True) -> AsyncIterator[bool]:
         """Hold PostgreSQL session advisory lock `key` on a dedicated connection.
 
-        No transaction stays open while the block runs. If anything goes wrong the
-        connection is discarded, which ends the server session and so frees the lock.
+        Yields True while held; with `wait=False` yields False at once (holding nothing)
+        when another session has it. No transaction stays open while the block runs. If
+        anything goes wrong the connection is discarded, which ends the server session
+        and so frees the lock.
         """
         if self._locker is None:
             raise RuntimeError("advisory locks need PostgreSQL and lock_pool_size > 0")
         conn = await self._locker.connect()
         try:
-            await conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
+            if wait:
+                await conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
+                held = True
+            else:
+                result = await conn.execute(
+                    text("SELECT pg_try_advisory_lock(:key)"), {"key": key}
+                )
+                held = bool(result.scalar_one())
         except BaseException:
             await conn.invalidate()
             await conn.close()
             raise
+        if not held:
+            await conn.close()
+            yield False
+            return
         try:
-            yield
+            yield True
         finally:
             try:
                 await conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
-            except BaseException:
+            except Exception as exc:  # the session is gone (cut, server restart): so is the lock
+                log.warning("advisory lock session lost before unlock: %s", type(exc).__name__)
                 await conn.invalidate()
-                raise
             finally:
                 await conn.close()
 

@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import Connection, Insert, ScalarSelect, Select, bindparam, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from memory.intake import AfterWrite, IntakeStore
 from memory.migrate import Database, head_revision, parse_url, revision_of, upgrade_connection
 from memory.models import (
     MEMORY_MAX_CHARS,
@@ -105,6 +106,7 @@ class SqlStorage:
 
     def __init__(self, database: Database, *, cache_size: int = CACHE_SIZE) -> None:
         self._db = database
+        self.intake = IntakeStore(database)
         self._users: _Lru[UserKey, tuple[int, str | None]] = _Lru(cache_size)
         self._chats: _Lru[ChatKey, int] = _Lru(cache_size)
         insert = sqlite.insert if database.dialect == "sqlite" else postgresql.insert
@@ -270,8 +272,12 @@ class SqlStorage:
         users = [(t.platform, t.sender_id) for t in turns if t.sender_id is not None]
         return self._ids_for(users, [(t.platform, t.chat_id) for t in turns])
 
-    async def add_turn(self, turn: NewTurn) -> Turn | None:
-        """Store a turn; None (and nothing written) when its platform message id was seen."""
+    async def add_turn(self, turn: NewTurn, then: AfterWrite | None = None) -> Turn | None:
+        """Store a turn; None (and nothing written) when its platform message id was seen.
+
+        `then(conn, [turn])` runs in the same transaction (an intake state change); if
+        it raises, nothing is stored and the exception propagates.
+        """
         check_turn(turn)
         ids = self._ids_for_turns([turn])
 
@@ -279,6 +285,8 @@ class SqlStorage:
             stored = self._store_turns(conn, ids, [turn])
             if not stored:
                 raise _Duplicate  # roll back whatever the user/chat upserts did
+            if then is not None:
+                then(conn, stored)
             return stored[0]
 
         try:
@@ -288,14 +296,26 @@ class SqlStorage:
         self._learn(ids)
         return stored
 
-    async def add_turns(self, turns: list[NewTurn]) -> list[Turn]:
-        """Store turns in one transaction; duplicates are skipped, any error stores none."""
+    async def add_turns(
+        self, turns: list[NewTurn], then: AfterWrite | None = None
+    ) -> list[Turn]:
+        """Store turns in one transaction; duplicates are skipped, any error stores none.
+
+        `then(conn, stored)` runs in the same transaction, after the inserts.
+        """
         for turn in turns:
             check_turn(turn)
-        if not turns:
+        if not turns and then is None:
             return []
         ids = self._ids_for_turns(turns)
-        stored = await self._db.write(lambda conn: self._store_turns(conn, ids, turns))
+
+        def write(conn: Connection) -> list[Turn]:
+            stored = self._store_turns(conn, ids, turns) if turns else []
+            if then is not None:
+                then(conn, stored)
+            return stored
+
+        stored = await self._db.write(write)
         self._learn(ids)
         return stored
 
@@ -370,6 +390,32 @@ class SqlStorage:
             for r in rows
         ]
 
+    async def turn_content(self, turn_id: int) -> Turn | None:
+        """One stored turn by id (its chat named in the result), or None if it is gone."""
+        query = (
+            select(
+                TurnRow.id,
+                Chat.platform,
+                Chat.platform_chat_id,
+                TurnRow.role,
+                TurnRow.kind,
+                TurnRow.content,
+                TurnRow.token_count,
+                User.platform_user_id,
+                User.display_name,
+                TurnRow.platform_message_id,
+                TurnRow.meta,
+                TurnRow.created_at,
+            )
+            .join(Chat, Chat.id == TurnRow.chat_id)
+            .outerjoin(User, User.id == TurnRow.sender_user_id)
+            .where(TurnRow.id == turn_id)
+        )
+        row = await self._db.read(lambda conn: conn.execute(query).first())
+        if row is None:
+            return None
+        return Turn(*row[:10], meta=row[10] or {}, created_at=row[11])
+
     async def clear_history(self, platform: str, chat_id: str) -> int:
         """Delete one chat's turns (the chat row and its members stay); returns how many."""
         chat_pk = await self._find_chat((platform, chat_id))
@@ -383,6 +429,15 @@ class SqlStorage:
         if self._db.dialect == "sqlite":
             return nullcontext()
         return self._db.advisory_lock(_lock_key(platform, chat_id))
+
+    def try_chat_lock(self, platform: str, chat_id: str) -> AbstractAsyncContextManager[bool]:
+        """The chat lock if free right now (True), else False at once, never waiting.
+
+        Recovery uses it so a live replica's turn in flight is never taken over.
+        """
+        if self._db.dialect == "sqlite":
+            return nullcontext(True)
+        return self._db.advisory_lock(_lock_key(platform, chat_id), wait=False)
 
     # -- MemoryStore ----------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +23,9 @@ from core.context.builder import ContextBuilder
 from core.context.compaction import CompactionOptions, Compactor
 from core.context.tokens import get_counter
 from core.llm import OpenAIProvider
-from core.messages import ChatType, InboundMessage, Reply
-from core.processor import APOLOGY, SHUTDOWN_NOTICE, MessageProcessor, ProcessorOptions
+from core.delivery import ChannelRoutes
+from core.messages import ChatType, InboundMessage, OutboundMessage, Reply, Sent
+from core.processor import APOLOGY, MessageProcessor, ProcessorOptions, ShuttingDown
 from core.tools.loop import ToolLoop, default_registry
 from core.triggers import TriggerPolicy
 from core.workspace.files import ensure_workspace
@@ -41,6 +42,7 @@ class Rig:
     processor: MessageProcessor
     commands: Commands
     dispatcher: Dispatcher
+    processor_with: Callable[..., MessageProcessor]
 
 
 @asynccontextmanager
@@ -69,15 +71,19 @@ async def build_rig(
             bot_name="chatterd",
         )
         loop = ToolLoop(default_registry(None), llm, max_rounds=2, max_tokens=reply_tokens)
-        processor = MessageProcessor(
-            store=storage,
-            llm=llm,
-            context=context,
-            counter=counter,
-            options=ProcessorOptions(reply_tokens=reply_tokens),
-            tool_loop=loop,
-            compactor=Compactor(llm, storage, counter, compaction) if compaction else None,
-        )
+        def processor_with(**extra: Any) -> MessageProcessor:
+            return MessageProcessor(
+                store=storage,
+                llm=llm,
+                context=context,
+                counter=counter,
+                options=ProcessorOptions(reply_tokens=reply_tokens),
+                tool_loop=loop,
+                compactor=Compactor(llm, storage, counter, compaction) if compaction else None,
+                **extra,
+            )
+
+        processor = processor_with()
         commands = Commands(
             store=storage, admins=admins, bot_name="chatterd", context_report=processor.last_report
         )
@@ -88,7 +94,7 @@ async def build_rig(
             store_untriggered=True,
         )
         try:
-            yield Rig(fake, storage, processor, commands, dispatcher)
+            yield Rig(fake, storage, processor, commands, dispatcher, processor_with)
         finally:
             await processor.shutdown(2.0)
             await llm.close()
@@ -170,16 +176,48 @@ async def test_different_chats_are_answered_concurrently(rig: Rig) -> None:
 
 
 async def test_duplicate_delivery_is_answered_once_and_stored_once(rig: Rig) -> None:
+    """Without a channel route the caller delivers (as HTTP does): a retry of the same
+    message gets the one stored answer; the model is asked once, the turn stored once."""
     first = msg("hello", mid="77")
     again = msg("hello", mid="77")
     results = await asyncio.gather(rig.processor.handle(first), rig.processor.handle(again))
-    assert results == ["echo: [Alice]: hello", None]  # first arrival wins
-    assert await rig.processor.handle(msg("hello", mid="77")) is None  # a later redelivery too
+    assert results == ["echo: [Alice]: hello"] * 2
+    assert await rig.processor.handle(msg("hello", mid="77")) == "echo: [Alice]: hello"
     assert rig.fake.total_requests == 1
     turns = await rig.storage.recent_turns("telegram", "1", 100)
     assert [(t.role, t.platform_message_id) for t in turns] == [("user", "77"), ("assistant", None)]
-    # Through the dispatcher a duplicate is silence, not an empty message.
-    assert await rig.dispatcher(msg("hello", mid="77")) is None
+    assert await rig.dispatcher(msg("hello", mid="77")) == Reply("echo: [Alice]: hello")
+
+
+class RecordingOutlet:
+    """A channel that records what the core sends through it."""
+
+    name = "telegram"
+
+    def __init__(self) -> None:
+        self.sent: list[OutboundMessage] = []
+
+    async def send(self, message: OutboundMessage) -> Sent:
+        self.sent.append(message)
+        return Sent((str(len(self.sent)),))
+
+    def restore_image(self, locator: str, mime: str | None, name: str) -> None:
+        return None
+
+
+async def test_a_pushing_channel_gets_one_send_and_duplicates_are_silent(rig: Rig) -> None:
+    outlet = RecordingOutlet()
+    routes = ChannelRoutes()
+    routes.add(outlet)
+    processor = rig.processor_with(routes=routes)
+    results = await asyncio.gather(
+        processor.handle(msg("hello", mid="77")), processor.handle(msg("hello", mid="77"))
+    )
+    assert results == [None, None]
+    assert [m.text for m in outlet.sent] == ["echo: [Alice]: hello"]
+    entry = await rig.storage.intake.by_message("telegram", "1", "77")
+    assert entry is not None and entry.state == "delivered" and entry.delivery == {"ids": ["1"]}
+    assert rig.fake.total_requests == 1
 
 
 @pytest.mark.parametrize(
@@ -273,7 +311,7 @@ async def test_long_chat_outgrows_a_small_window_and_keeps_answering(
         assert rig.processor.last_report("telegram", "nope") is None
 
 
-async def test_shutdown_drains_in_flight_turns_and_refuses_new_ones(rig: Rig) -> None:
+async def test_shutdown_drains_in_flight_turns_and_keeps_new_ones_for_later(rig: Rig) -> None:
     rig.fake.pause()
     running = asyncio.create_task(rig.processor.handle(msg("slow one", mid="1")))
     await rig.fake.wait_for_requests(1)
@@ -281,13 +319,18 @@ async def test_shutdown_drains_in_flight_turns_and_refuses_new_ones(rig: Rig) ->
     await asyncio.sleep(0)  # let shutdown mark the processor closing (no timing involved)
     assert not stopping.done()
 
-    assert await rig.processor.handle(msg("late", chat="2", mid="2")) == SHUTDOWN_NOTICE
-    assert await rig.dispatcher(msg("late too", chat="2", mid="3")) == Reply(SHUTDOWN_NOTICE)
+    with pytest.raises(ShuttingDown):  # accepted, to be answered after the restart
+        await rig.processor.handle(msg("late", chat="2", mid="2"))
+    assert await rig.dispatcher(msg("late too", chat="2", mid="3")) == Reply(
+        "", retry_after_s=10.0
+    )
     rig.fake.resume()
     assert await asyncio.wait_for(running, 10) == "echo: [Alice]: slow one"
     assert await asyncio.wait_for(stopping, 10) == 0  # nothing had to be cancelled
     assert rig.fake.total_requests == 1
     assert await rig.storage.recent_turns("telegram", "2", 10) == []
+    kept = await rig.storage.intake.listing("pending")
+    assert sorted(e.text for e in kept) == ["late", "late too"]
     assert [t.role for t in await rig.storage.recent_turns("telegram", "1", 10)] == [
         "user",
         "assistant",

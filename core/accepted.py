@@ -1,0 +1,78 @@
+"""An accepted message both ways: InboundMessage -> intake row, and back after a crash."""
+
+from __future__ import annotations
+
+from core.delivery import ChannelRoutes
+from core.messages import ChatType, ImageRef, InboundMessage, OutboundMessage
+from memory.types import IntakeDraft, IntakeEntry
+
+
+def intake_draft(message: InboundMessage) -> IntakeDraft:
+    """What must survive a crash to answer `message` again: no bytes, only locators."""
+    images = [
+        {"locator": ref.locator, "mime": ref.mime, "name": ref.name} for ref in message.images
+    ]
+    payload: dict[str, object] = {}
+    if images:
+        payload["images"] = images
+    if message.reply_to_sender_id is not None:
+        payload["reply_to_sender_id"] = message.reply_to_sender_id
+    return IntakeDraft(
+        platform=message.platform,
+        chat_id=message.chat_id,
+        chat_type=message.chat_type.value,
+        sender_id=message.sender_id,
+        sender_name=message.sender_name,
+        text=message.text,
+        platform_message_id=message.message_id,
+        thread_id=message.thread_id,
+        payload=payload,
+        received_at=message.timestamp,
+    )
+
+
+def restored_message(entry: IntakeEntry, routes: ChannelRoutes | None) -> InboundMessage:
+    """The accepted message rebuilt for recovery; images come back through their channel."""
+    images = tuple(_restore(entry, item, routes) for item in entry.payload.get("images", []))
+    reply_to_sender = entry.payload.get("reply_to_sender_id")
+    return InboundMessage(
+        platform=entry.platform,
+        chat_id=entry.chat_id,
+        chat_type=ChatType(entry.chat_type),
+        sender_id=entry.sender_id,
+        sender_name=entry.sender_name,
+        text=entry.text,
+        images=images,
+        reply_to_sender_id=str(reply_to_sender) if reply_to_sender is not None else None,
+        message_id=entry.platform_message_id,
+        thread_id=entry.thread_id,
+        timestamp=entry.received_at,
+    )
+
+
+def reply_for(message: InboundMessage, text: str, *, late: bool) -> OutboundMessage:
+    """The reply: in a group (or when it comes late, after a restart) it quotes the message."""
+    quote = message.chat_type is ChatType.GROUP or late
+    return OutboundMessage(
+        platform=message.platform,
+        chat_id=message.chat_id,
+        text=text,
+        reply_to_message_id=message.message_id if quote else None,
+        thread_id=message.thread_id,
+    )
+
+
+def _restore(entry: IntakeEntry, item: dict[str, object], routes: ChannelRoutes | None) -> ImageRef:
+    locator, mime, name = item.get("locator"), item.get("mime"), str(item.get("name") or "")
+    found = None
+    if isinstance(locator, str) and routes is not None:
+        found = routes.restore_image(entry.platform, locator, _str(mime), name)
+    return found or ImageRef(fetch=_gone, mime=_str(mime), name=name)
+
+
+async def _gone() -> bytes:
+    raise LookupError("the image could not be fetched again after a restart")
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
