@@ -6,17 +6,17 @@ import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from core.accepted import intake_draft, reply_for, restored_message
 from core.context.compaction import Compactor, covered_through
 from core.context.turn import BuiltContext, TurnContextBuilder, TurnInput
+from core.delivery import ChannelRoutes
 from core.inject import inject
 from core.llm import LLMError, LLMProvider
 from core.media.vision import NOT_DESCRIBED, ImageNotes
-from core.delivery import ChannelRoutes
 from core.messages import DeliveryError, InboundMessage
 from core.ordering import ChatSerializer, TaskTracker
 from core.tools.loop import ToolLoop

@@ -226,9 +226,7 @@ class Database:
                 await conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
                 held = True
             else:
-                result = await conn.execute(
-                    text("SELECT pg_try_advisory_lock(:key)"), {"key": key}
-                )
+                result = await conn.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": key})
                 held = bool(result.scalar_one())
         except BaseException:
             await conn.invalidate()

@@ -296,9 +296,7 @@ class SqlStorage:
         self._learn(ids)
         return stored
 
-    async def add_turns(
-        self, turns: list[NewTurn], then: AfterWrite | None = None
-    ) -> list[Turn]:
+    async def add_turns(self, turns: list[NewTurn], then: AfterWrite | None = None) -> list[Turn]:
         """Store turns in one transaction; duplicates are skipped, any error stores none.
 
         `then(conn, stored)` runs in the same transaction, after the inserts.

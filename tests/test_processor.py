@@ -22,8 +22,8 @@ from bot.dispatcher import Dispatcher
 from core.context.builder import ContextBuilder
 from core.context.compaction import CompactionOptions, Compactor
 from core.context.tokens import get_counter
-from core.llm import OpenAIProvider
 from core.delivery import ChannelRoutes
+from core.llm import OpenAIProvider
 from core.messages import ChatType, InboundMessage, OutboundMessage, Reply, Sent
 from core.processor import APOLOGY, MessageProcessor, ProcessorOptions, ShuttingDown
 from core.tools.loop import ToolLoop, default_registry
@@ -71,6 +71,7 @@ async def build_rig(
             bot_name="chatterd",
         )
         loop = ToolLoop(default_registry(None), llm, max_rounds=2, max_tokens=reply_tokens)
+
         def processor_with(**extra: Any) -> MessageProcessor:
             return MessageProcessor(
                 store=storage,
@@ -321,9 +322,7 @@ async def test_shutdown_drains_in_flight_turns_and_keeps_new_ones_for_later(rig:
 
     with pytest.raises(ShuttingDown):  # accepted, to be answered after the restart
         await rig.processor.handle(msg("late", chat="2", mid="2"))
-    assert await rig.dispatcher(msg("late too", chat="2", mid="3")) == Reply(
-        "", retry_after_s=10.0
-    )
+    assert await rig.dispatcher(msg("late too", chat="2", mid="3")) == Reply("", retry_after_s=10.0)
     rig.fake.resume()
     assert await asyncio.wait_for(running, 10) == "echo: [Alice]: slow one"
     assert await asyncio.wait_for(stopping, 10) == 0  # nothing had to be cancelled
