@@ -13,7 +13,8 @@ from typing import Any, Protocol
 
 from core.context.report import format_report
 from core.messages import ChatType, InboundMessage, Reply
-from memory.types import MemoryItem, MemoryStore, TurnStore
+from memory.service import MemoryRefused, MemoryService, numbered_lines
+from memory.types import MemoryStore, TurnStore
 
 # An id never starts with "/", so a URL such as http://example.org is text, not a user.
 PLATFORM_ID = re.compile(r"^(telegram|qq|http|console):([^\s/]\S*)$")
@@ -47,6 +48,7 @@ class Commands:
         context_report: ReportSource,
     ) -> None:
         self._store = store
+        self._memories = MemoryService(store)
         self._admins = admins
         self._bot_name = bot_name
         self._report = context_report
@@ -133,11 +135,11 @@ class Commands:
         if sub == "add":
             return await self._memory_add(message, target, " ".join(rest))
         if sub in {"forget", "delete"}:
-            return await self._memory_forget(target, rest)
+            return await self._memory_forget(message, target, rest)
         return await self._memory_clear(message, target, rest)
 
     async def _memory_show(self, message: InboundMessage, target: Target) -> Reply:
-        items = await self._store.list_memories(target.platform, target.user_id)
+        items = await self._memories.numbered(target.platform, target.user_id)
         own = target.label == "you"
         if not items:
             text = (
@@ -147,34 +149,36 @@ class Commands:
             )
         else:
             head = "What I remember about you:" if own else f"Memories of {target.label}:"
-            text = "\n".join([head, *numbered(items)])
+            text = "\n".join([head, *numbered_lines(items)])
         return Reply(text, private=message.chat_type is ChatType.GROUP)
 
     async def _memory_add(self, message: InboundMessage, target: Target, text: str) -> Reply:
-        text = text.strip()
-        if not text:
+        if not text.strip():
             return Reply("Usage: /memory add <text>")
         try:
-            added = await self._store.add_memory(
-                target.platform, target.user_id, text, message.sender_key
+            added = await self._memories.add(
+                target.platform, target.user_id, text, author=message.sender_key
             )
-        except ValueError as exc:
-            return Reply(f"Not saved: {exc}")
+        except MemoryRefused as refused:
+            return Reply(str(refused))
         if added is None:
             return Reply("I already remember that.")
         return Reply(
             "Got it, I'll remember that." if target.label == "you" else f"Saved for {target.label}."
         )
 
-    async def _memory_forget(self, target: Target, rest: list[str]) -> Reply:
+    async def _memory_forget(
+        self, message: InboundMessage, target: Target, rest: list[str]
+    ) -> Reply:
         if len(rest) != 1 or not rest[0].isdigit() or int(rest[0]) < 1:
             return Reply("Usage: /memory forget <n> — n is the number shown by /memory")
-        items = await self._store.list_memories(target.platform, target.user_id)
-        index = int(rest[0])
-        if index > len(items):
-            return Reply(f"There is no item {index}; /memory shows {len(items)} item(s).")
-        await self._store.delete_memory(target.platform, target.user_id, items[index - 1].id)
-        return Reply(f"Forgotten: {shorten(items[index - 1].content)}")
+        try:
+            item = await self._memories.forget_number(
+                target.platform, target.user_id, int(rest[0]), by=message.sender_key
+            )
+        except MemoryRefused as refused:
+            return Reply(str(refused))
+        return Reply(f"Forgotten: {shorten(item.content)}")
 
     async def _memory_clear(
         self, message: InboundMessage, target: Target, rest: list[str]
@@ -187,7 +191,7 @@ class Commands:
             )
             suffix = "" if target.label == "you" else f" {target.label}"
             return Reply(f"This deletes {whose}. To go ahead, send: /memory clear{suffix} confirm")
-        removed = await self._store.clear_memories(target.platform, target.user_id)
+        removed = await self._memories.clear(target.platform, target.user_id, by=message.sender_key)
         return Reply(f"Done: forgot {removed} item(s).")
 
     async def _target(
@@ -233,10 +237,6 @@ def parse_command(text: str) -> tuple[str, list[str]]:
     """`/Memory   add  x y` -> ("memory", ["add", "x", "y"]); any whitespace, any script."""
     head, *args = text.strip().split()
     return head[1:].split("@", 1)[0].casefold(), args
-
-
-def numbered(items: list[MemoryItem]) -> list[str]:
-    return [f"{i}. {item.content}" for i, item in enumerate(items, start=1)]
 
 
 def shorten(text: str, limit: int = 80) -> str:

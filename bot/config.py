@@ -92,13 +92,16 @@ class VisionConfig(Section):
 
 
 class StorageConfig(Section):
-    url: str = "sqlite+aiosqlite:///data/chatterd.sqlite"
+    # sqlite+aiosqlite:// (the older spelling) still works and means the same as sqlite://.
+    url: str = "sqlite:///data/chatterd.sqlite"
 
     @field_validator("url")
     @classmethod
-    def _async_driver(cls, value: str) -> str:
-        if not value.startswith(("sqlite+aiosqlite://", "postgresql+asyncpg://")):
-            raise ValueError("must start with sqlite+aiosqlite:// or postgresql+asyncpg://")
+    def _known_driver(cls, value: str) -> str:
+        if not value.startswith(("sqlite://", "sqlite+aiosqlite://", "postgresql+asyncpg://")):
+            raise ValueError(
+                "must start with sqlite://, sqlite+aiosqlite:// or postgresql+asyncpg://"
+            )
         return value
 
 

@@ -1,14 +1,19 @@
-"""`chatterd memory list|add|forget|clear|export|import --user PLATFORM:ID`."""
+"""`chatterd memory list|add|forget|clear|export|import --user PLATFORM:ID`.
+
+The same rules and numbering as `/memory` in chat: both go through memory.service.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
-from bot.commands import PLATFORM_ID, numbered
+from bot.commands import PLATFORM_ID
 from bot.config import Settings
+from memory.service import MemoryRefused, MemoryService, numbered_lines
+
+CLI_AUTHOR = "cli"  # the author and the audit log's "by" of changes made here
 
 
 def _user(value: str) -> tuple[str, str]:
@@ -45,34 +50,36 @@ async def run_memory_command(args: argparse.Namespace, settings: Settings) -> in
     platform, user_id = args.user
     store = await open_storage(settings.storage.url)
     try:
-        command = args.memory_command
-        if command == "list":
-            items = await store.list_memories(platform, user_id)
-            print("\n".join(numbered(items)) if items else "(no memories)")
-        elif command == "add":
-            added = await store.add_memory(platform, user_id, " ".join(args.text), author="cli")
-            print("added" if added else "already remembered")
-        elif command == "forget":
-            items = await store.list_memories(platform, user_id)
-            if not 1 <= args.number <= len(items):
-                print(f"no item {args.number}; there are {len(items)}", file=sys.stderr)
-                return 1
-            await store.delete_memory(platform, user_id, items[args.number - 1].id)
-            print(f"forgot: {items[args.number - 1].content}")
-        elif command == "clear":
-            if not args.yes:
-                print(
-                    "refusing without --yes (this deletes every memory of that user)",
-                    file=sys.stderr,
-                )
-                return 1
-            print(f"cleared {await store.clear_memories(platform, user_id)} item(s)")
-        elif command == "export":
-            async for row in store.export_memories(platform, user_id):
-                print(json.dumps(row, ensure_ascii=False))
-        elif command == "import":
-            rows = [json.loads(line) for line in sys.stdin if line.strip()]
-            print(f"imported {await store.import_memories(platform, user_id, rows)} item(s)")
-        return 0
+        return await _run(args, MemoryService(store), platform, user_id)
+    except MemoryRefused as refused:
+        print(refused, file=sys.stderr)
+        return 1
     finally:
         await store.close()
+
+
+async def _run(args: argparse.Namespace, memories: MemoryService, platform: str, user: str) -> int:
+    command = args.memory_command
+    if command == "list":
+        items = await memories.numbered(platform, user)
+        print("\n".join(numbered_lines(items)) if items else "(no memories)")
+    elif command == "add":
+        added = await memories.add(platform, user, " ".join(args.text), author=CLI_AUTHOR)
+        print("added" if added else "already remembered")
+    elif command == "forget":
+        item = await memories.forget_number(platform, user, args.number, by=CLI_AUTHOR)
+        print(f"forgot: {item.content}")
+    elif command == "clear":
+        if not args.yes:
+            print(
+                "refusing without --yes (this deletes every memory of that user)", file=sys.stderr
+            )
+            return 1
+        print(f"cleared {await memories.clear(platform, user, by=CLI_AUTHOR)} item(s)")
+    elif command == "export":
+        for line in await memories.export_jsonl(platform, user):
+            print(line)
+    elif command == "import":
+        imported = await memories.import_jsonl(platform, user, sys.stdin, by=CLI_AUTHOR)
+        print(f"imported {imported} item(s)")
+    return 0

@@ -38,6 +38,8 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 MIGRATION_LOCK_KEY = 0x63_68_61_74_74_65_72  # "chatter"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 SQLITE_READ_THREADS = 4
+# sqlite:// and sqlite+aiosqlite:// (the older spelling) both mean a file run on sqlite3.
+ACCEPTED_DRIVERS = frozenset({"sqlite", "sqlite+aiosqlite", "postgresql+asyncpg"})
 # URL query option chatterd reads itself: the PostgreSQL schema to work in.
 SEARCH_PATH_OPTION = "search_path"
 # How each SQLite engine runs its transactions (see _sqlite_engine).
@@ -57,14 +59,19 @@ class Target:
 
 
 def parse_url(url: str) -> Target:
-    """Split chatterd's options off a storage URL and reject what cannot work."""
+    """Split chatterd's options off a storage URL and reject what cannot work.
+
+    A SQLite URL comes back as plain `sqlite://` (the sqlite3 driver runs it either way).
+    """
     try:
         parsed = make_url(url)
     except Exception as exc:  # sqlalchemy's message repeats the URL, password included
         raise ValueError("storage url is not a valid database URL") from exc
-    backend, driver = parsed.get_backend_name(), parsed.get_driver_name()
-    if (backend, driver) not in {("sqlite", "aiosqlite"), ("postgresql", "asyncpg")}:
-        raise ValueError("storage url must start with sqlite+aiosqlite:// or postgresql+asyncpg://")
+    backend = parsed.get_backend_name()
+    if parsed.drivername not in ACCEPTED_DRIVERS:
+        raise ValueError(
+            "storage url must start with sqlite://, sqlite+aiosqlite:// or postgresql+asyncpg://"
+        )
     search_path = parsed.query.get(SEARCH_PATH_OPTION)
     if isinstance(search_path, tuple):
         raise ValueError(f"storage url: give {SEARCH_PATH_OPTION} once")
@@ -77,8 +84,9 @@ def parse_url(url: str) -> Target:
         if not database or ":memory:" in database or parsed.query.get("mode") == "memory":
             raise ValueError(
                 "storage url: an in-memory SQLite database cannot be shared between "
-                "connections; give a file path such as sqlite+aiosqlite:///data/chatterd.sqlite"
+                "connections; give a file path such as sqlite:///data/chatterd.sqlite"
             )
+        parsed = parsed.set(drivername="sqlite")  # run on sqlite3 whichever form was given
     return Target(parsed, search_path)
 
 
@@ -103,7 +111,7 @@ def _sqlite_engine(target: Target, role: SqliteRole, pool_size: int) -> Engine:
     elif role == "write":
         options["pool_reset_on_return"] = None  # every use ends in COMMIT or ROLLBACK
     engine = create_sync_engine(
-        target.url.set(drivername="sqlite"),
+        target.url,
         connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False},
         **options,
     )

@@ -29,6 +29,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from memory.service import normalise_memory
 from memory.types import NewTurn, Role, TurnKind
 
 # Stable constraint names, so later migrations (and SQLite batch mode) can refer to them.
@@ -40,13 +41,13 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-# Lengths are enforced in Python too (store.py) so callers get a clear ValueError.
+# Lengths are enforced in Python too (store.py) so callers get a clear ValueError. How long
+# a memory may be is a rule of memory.service, not of the row (content is TEXT).
 PLATFORM_LEN = 32
 ID_LEN = 128
 NAME_LEN = 256
 AUTHOR_LEN = 200
 KIND_LEN = 16
-MEMORY_MAX_CHARS = 500
 ROLES = frozenset(get_args(Role))
 KINDS = frozenset(get_args(TurnKind))
 CHAT_TYPES = frozenset({"private", "group"})
@@ -133,26 +134,18 @@ def check_turn(turn: NewTurn) -> None:
         raise ValueError("turn: created_at must be a datetime")
 
 
-def normalise_memory(content: str) -> str:
-    """What counts as "the same memory": case and spacing do not matter."""
-    return " ".join(content.split()).casefold()
-
-
 def memory_hash(content: str) -> str:
+    """The unique key of a memory row: the same memory (memory.service) hashes the same."""
     return hashlib.sha256(normalise_memory(content).encode()).hexdigest()
 
 
 def memory_text(content: object, where: str = "memory") -> str:
-    """A memory's stored text: stripped, non-empty, at most MEMORY_MAX_CHARS."""
+    """A memory's stored text: stripped and non-empty (its limits are memory.service's)."""
     if not isinstance(content, str):
         raise ValueError(f"{where}: content must be text")
     cleaned = clean_text(content.strip())
     if not cleaned:
         raise ValueError(f"{where}: content is empty")
-    if len(cleaned) > MEMORY_MAX_CHARS:
-        raise ValueError(
-            f"{where}: {len(cleaned)} characters is over the limit of {MEMORY_MAX_CHARS}"
-        )
     return cleaned
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -59,6 +59,15 @@ class MemoryItem:
 
 
 @dataclass(frozen=True)
+class NewMemory:
+    """A memory about to be stored; an import keeps the author and time it was exported with."""
+
+    content: str
+    author: str  # "platform:id" of whoever wrote it, "model", "cli" or "import"
+    created_at: datetime | None = None  # None: now
+
+
+@dataclass(frozen=True)
 class TurnMaterial:
     """What one turn's context is built from, read together."""
 
@@ -79,9 +88,6 @@ class TurnStore(Protocol):
     ) -> list[Turn]:
         """The newest `limit` turns of one chat (older than `before_id`), oldest first."""
 
-    async def latest_summary(self, platform: str, chat_id: str) -> Turn | None:
-        """The chat's newest `summary` turn, if any."""
-
     async def clear_history(self, platform: str, chat_id: str) -> int:
         """Delete one chat's turns; returns how many."""
 
@@ -90,10 +96,17 @@ class TurnStore(Protocol):
 
 
 class MemoryStore(Protocol):
+    """Rows of long-term memory; the rules about them live in memory.service.MemoryService."""
+
     async def add_memory(
         self, platform: str, user_id: str, content: str, author: str
     ) -> MemoryItem | None:
         """Add one memory; None when the same text is already stored for that user."""
+
+    async def add_memories(
+        self, platform: str, user_id: str, memories: Sequence[NewMemory]
+    ) -> list[MemoryItem]:
+        """Add several in one transaction (all or nothing); returns the ones not stored before."""
 
     async def list_memories(self, platform: str, user_id: str) -> list[MemoryItem]:
         """Newest first."""
@@ -101,14 +114,6 @@ class MemoryStore(Protocol):
     async def delete_memory(self, platform: str, user_id: str, memory_id: int) -> bool: ...
 
     async def clear_memories(self, platform: str, user_id: str) -> int: ...
-
-    async def search_memories(self, platform: str, user_id: str, text: str) -> list[MemoryItem]: ...
-
-    def export_memories(self, platform: str, user_id: str) -> AsyncIterator[dict[str, Any]]: ...
-
-    async def import_memories(
-        self, platform: str, user_id: str, rows: list[dict[str, Any]]
-    ) -> int: ...
 
 
 # -- durable intake (memory/intake.py) --

@@ -45,7 +45,7 @@ def database_url(tmp_path: Path) -> Iterator[str]:
     """A storage URL for an empty database, usable by sync and async tests alike."""
     base = os.environ.get(TEST_DATABASE_ENV)
     if not base:
-        yield f"sqlite+aiosqlite:///{tmp_path / 'data' / 'chatterd.sqlite'}"
+        yield f"sqlite:///{tmp_path / 'data' / 'chatterd.sqlite'}"
         return
     schema = f"test_{uuid.uuid4().hex[:16]}"
     _run_aside(_postgres_admin(base, f'CREATE SCHEMA "{schema}"'))

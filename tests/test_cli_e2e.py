@@ -7,7 +7,11 @@ import os
 import sys
 from pathlib import Path
 
+from bot.commands import Commands
+from memory.service import MemoryService
+from memory.store import open_storage
 from tests.fakes.openai_server import FakeOpenAI, echo_last_user
+from tests.test_processor import msg
 
 
 def env_for(tmp_path: Path, fake: FakeOpenAI) -> dict[str, str]:
@@ -15,7 +19,7 @@ def env_for(tmp_path: Path, fake: FakeOpenAI) -> dict[str, str]:
     env.update(
         OPENAI_BASE_URL=fake.base_url,
         OPENAI_API_KEY="sk-test-not-a-real-key",
-        CHATTERD_STORAGE__URL=f"sqlite+aiosqlite:///{tmp_path}/data/chatterd.sqlite",
+        CHATTERD_STORAGE__URL=f"sqlite:///{tmp_path}/data/chatterd.sqlite",
         CHATTERD_BOT__WORKSPACE=str(tmp_path / "workspace"),
         CHATTERD_LLM__MODEL="fake-model",
         CHATTERD_CONFIG=str(tmp_path / "absent.toml"),
@@ -79,10 +83,81 @@ async def test_db_upgrade_and_memory_cli(tmp_path: Path) -> None:
         assert code == 2 and "PLATFORM:ID" in err
 
 
+async def test_forget_by_number_is_the_same_from_chat_and_cli(tmp_path: Path) -> None:
+    """Two people with the same memories: one uses /memory in chat, the other is handled
+    with `chatterd memory`; the same numbers forget the same items, refusals read alike."""
+    async with FakeOpenAI() as fake:
+        env = env_for(tmp_path, fake)
+        store = await open_storage(env["CHATTERD_STORAGE__URL"])
+        try:
+            memories = MemoryService(store)
+            for user in ("1", "2"):
+                for fact in ("likes tea", "lives in Lyon", "plays chess"):
+                    await memories.add("telegram", user, fact, author=f"telegram:{user}")
+            commands = Commands(
+                store=store, admins=frozenset(), bot_name="t", context_report=lambda p, c: None
+            )
+
+            async def in_chat(text: str) -> str:
+                return (await commands.handle(msg(text, sender="1"))).text  # type: ignore[return-value]
+
+            async def lists() -> tuple[list[str], list[str]]:
+                return (
+                    [m.content for m in await memories.numbered("telegram", "1")],
+                    [m.content for m in await memories.numbered("telegram", "2")],
+                )
+
+            code, out, _ = await run_cli(["memory", "list", "--user", "telegram:2"], env)
+            assert code == 0 and out.splitlines() == [
+                "1. plays chess",
+                "2. lives in Lyon",
+                "3. likes tea",
+            ]
+            assert await in_chat("/memory forget 2") == "Forgotten: lives in Lyon"
+            code, out, err = await run_cli(["memory", "forget", "--user", "telegram:2", "2"], env)
+            assert code == 0 and out.strip() == "forgot: lives in Lyon"
+            assert "of telegram:2 forgotten by cli" in err and "Lyon" not in err  # audited
+            assert await lists() == (["plays chess", "likes tea"], ["plays chess", "likes tea"])
+
+            refusal = await in_chat("/memory forget 3")
+            assert refusal == "There is no item 3; there are 2 item(s)."
+            code, out, err = await run_cli(["memory", "forget", "--user", "telegram:2", "3"], env)
+            assert (code, out, err.strip().splitlines()[-1]) == (1, "", refusal)
+            assert await lists() == (["plays chess", "likes tea"], ["plays chess", "likes tea"])
+        finally:
+            await store.close()
+
+
+async def test_memory_cli_import_keeps_the_limits(tmp_path: Path) -> None:
+    async with FakeOpenAI() as fake:
+        env = env_for(tmp_path, fake)
+        user = ["--user", "qq:7"]
+        lines = "".join(f'{{"content": "fact {n}"}}\n' for n in range(201))
+        code, out, err = await run_cli(["memory", "import", *user], env, lines)
+        assert code == 1 and out == ""
+        assert err.strip().splitlines()[-1] == (
+            "Not imported: 0 memories and 201 new ones would be over the limit of 200 for one "
+            "person. Nothing was imported."
+        )
+        too_long = '{"content": "ok"}\n\n' + '{"content": "%s"}\n' % ("x" * 501)
+        code, out, err = await run_cli(["memory", "import", *user], env, too_long)
+        assert (
+            code == 1
+            and err.strip().splitlines()[-1] == "line 3: 501 characters is over the limit of 500"
+        )
+        code, out, _ = await run_cli(["memory", "list", *user], env)
+        assert code == 0 and out.strip() == "(no memories)"
+
+        code, out, _ = await run_cli(["memory", "import", *user], env, lines.split("\n", 1)[1])
+        assert code == 0 and out.strip() == "imported 200 item(s)"
+        code, out, err = await run_cli(["memory", "add", *user, "one", "more"], env)
+        assert code == 1 and err.strip().splitlines()[-1].startswith("Not saved: 200 memories")
+
+
 async def test_run_without_any_model_exits_2_with_advice(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATTERD_", "OPENAI_"))}
     env.update(
-        CHATTERD_STORAGE__URL=f"sqlite+aiosqlite:///{tmp_path}/x.sqlite",
+        CHATTERD_STORAGE__URL=f"sqlite:///{tmp_path}/x.sqlite",
         CHATTERD_BOT__WORKSPACE=str(tmp_path / "ws"),
         CHATTERD_LLM__LOCAL_MODEL=str(tmp_path / "missing.gguf"),
         CHATTERD_HTTP__ENABLED="false",

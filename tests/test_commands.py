@@ -10,7 +10,11 @@ import pytest
 
 from bot.commands import Commands, parse_command
 from core.messages import Reply
+from core.tools.memory import remember_tool
+from core.tools.registry import ToolContext
+from memory.service import MAX_PER_USER
 from memory.store import SqlStorage
+from memory.types import NewMemory
 from tests.test_processor import ADMIN, Rig, build_rig, msg
 
 ADMIN_ID = ADMIN.split(":", 1)[1]
@@ -63,7 +67,7 @@ async def test_memory_add_show_forget_clear_with_confirm(commands: Commands, rig
     assert shown.splitlines()[0] == "What I remember about you:"
     items = shown.splitlines()[1:]
     assert items == ["1. 我住在上海", "2. I like green tea 🍵"]  # newest first
-    assert await say(commands, "/memory forget 3") == "There is no item 3; /memory shows 2 item(s)."
+    assert await say(commands, "/memory forget 3") == "There is no item 3; there are 2 item(s)."
     first = items[0].split(". ", 1)[1]
     assert await say(commands, "/memory forget 1") == f"Forgotten: {first}"
     assert len(await rig.storage.list_memories("telegram", "1")) == 1
@@ -187,3 +191,35 @@ async def test_memory_add_text_starting_with_a_url_is_own_memory(commands: Comma
     assert await say(commands, "/memory add http://example.org is my blog") == (
         "Got it, I'll remember that."
     )
+
+
+async def test_memory_add_at_the_cap_is_refused_like_the_tool_marker(
+    commands: Commands, rig: Rig
+) -> None:
+    full = [NewMemory(f"fact {n}", "telegram:1") for n in range(MAX_PER_USER)]
+    assert len(await rig.storage.add_memories("telegram", "1", full)) == MAX_PER_USER
+    refusal = await say(commands, "/memory add one more fact")
+    assert refusal == (
+        "Not saved: 200 memories is the limit for one person. "
+        "Remove some first with /memory forget <n>."
+    )
+    sender = ToolContext("telegram", "1", "1", "Alice", memory=rig.storage)
+    observation = await remember_tool().handler("one more fact", sender)
+    assert observation.text == refusal and observation.ok is False
+    assert len(await rig.storage.list_memories("telegram", "1")) == MAX_PER_USER
+    # The cap counts per person, and an admin's /memory add for someone follows it too.
+    admin = {"sender": ADMIN_ID, "name": "Root"}
+    assert await say(commands, "/memory add telegram:1 also this", **admin) == refusal
+    assert await say(commands, "/memory add mine", **admin) == "Got it, I'll remember that."
+
+
+async def test_memory_add_too_long_is_refused_like_the_tool_marker(
+    commands: Commands, rig: Rig
+) -> None:
+    long_fact = " ".join(["word"] * 120)  # 599 characters
+    refusal = await say(commands, f"/memory add {long_fact}")
+    assert refusal == "Not saved: 599 characters is over the limit of 500. Keep memories short."
+    sender = ToolContext("telegram", "1", "1", "Alice", memory=rig.storage)
+    observation = await remember_tool().handler(long_fact, sender)
+    assert observation.text == refusal and observation.ok is False
+    assert await rig.storage.list_memories("telegram", "1") == []

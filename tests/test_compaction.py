@@ -40,6 +40,12 @@ def scripted(body: dict[str, Any]) -> str:
     return SUMMARY if is_summary_request(body) else "noted"
 
 
+async def latest_summary(storage: SqlStorage, platform: str, chat_id: str) -> Turn | None:
+    """The chat's newest stored summary turn, if any."""
+    turns = await storage.recent_turns(platform, chat_id, 1000)
+    return next((t for t in reversed(turns) if t.kind == "summary"), None)
+
+
 def summary_requests(rig: Rig) -> list[Any]:
     return [r for r in rig.fake.requests if is_summary_request(r)]
 
@@ -115,7 +121,7 @@ async def test_long_chat_is_summarized_and_the_summary_replaces_old_turns(
         transcript = written[0]["messages"][1]["content"]
         assert transcript.startswith("<conversation>\n[Alice]: 0 ")
         assert "(assistant) noted" in transcript
-        summary = await storage.latest_summary("telegram", "1")
+        summary = await latest_summary(storage, "telegram", "1")
         assert summary is not None and summary.content == SUMMARY
         through = summary.meta["through_id"]
         assert summary.meta["turns"] >= 6 and summary.kind == "summary"
@@ -137,10 +143,10 @@ async def test_summaries_roll_up_with_the_previous_one(storage: SqlStorage, tmp_
     async with small_window(storage, tmp_path, min_turns=4) as rig:
         await talk(rig, 0, 20)
         await rig.processor.settle()
-        first = await storage.latest_summary("telegram", "1")
+        first = await latest_summary(storage, "telegram", "1")
         await talk(rig, 20, 20)
         await rig.processor.settle()
-        latest = await storage.latest_summary("telegram", "1")
+        latest = await latest_summary(storage, "telegram", "1")
         assert first is not None and latest is not None and latest.id > first.id
         assert latest.meta["from_id"] > first.meta["through_id"]
         assert latest.meta["turns"] > first.meta["turns"]
@@ -170,13 +176,13 @@ async def test_a_failed_summary_loses_nothing_and_is_retried(
         await talk(rig, 0, 20)
         await rig.processor.settle()
         assert summary_requests(rig), "folds were attempted"
-        assert await storage.latest_summary("telegram", "1") is None
+        assert await latest_summary(storage, "telegram", "1") is None
         assert "summary of telegram:1 not written" in caplog.text
         assert len(await storage.recent_turns("telegram", "1", 100)) == 40  # nothing lost
         model_down = False
         await talk(rig, 20, 1)  # the next turn tries again
         await rig.processor.settle()
-        assert (await storage.latest_summary("telegram", "1")) is not None
+        assert (await latest_summary(storage, "telegram", "1")) is not None
 
 
 async def test_a_summary_call_that_fails_stores_nothing(
@@ -195,7 +201,7 @@ async def test_a_summary_call_that_fails_stores_nothing(
             await llm.close()
         assert "summary of telegram:1 not written: LLMError" in caplog.text
         assert "sk-test" not in caplog.text
-        assert await storage.latest_summary("telegram", "1") is None
+        assert await latest_summary(storage, "telegram", "1") is None
 
 
 async def test_summaries_stay_in_their_chat_and_reset_removes_them(
@@ -209,10 +215,10 @@ async def test_summaries_stay_in_their_chat_and_reset_removes_them(
         await talk(rig, 0, 1, chat="2")
         other = chat_requests(rig)[-1]["messages"][0]["content"]
         assert SUMMARY not in other and "<progress_summary" not in other
-        assert await storage.latest_summary("telegram", "2") is None
+        assert await latest_summary(storage, "telegram", "2") is None
 
         await rig.commands.handle(msg("/reset"))
-        assert await storage.latest_summary("telegram", "1") is None
+        assert await latest_summary(storage, "telegram", "1") is None
 
 
 async def test_turns_a_summary_covers_are_not_repeated_verbatim(

@@ -32,7 +32,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_defaults_without_a_file(tmp_path: Path) -> None:
     settings = load_config(tmp_path / "absent.toml")
-    assert settings.storage.url == "sqlite+aiosqlite:///data/chatterd.sqlite"
+    assert settings.storage.url == "sqlite:///data/chatterd.sqlite"
     assert settings.http.enabled is True and settings.http.port == 8080
     assert settings.telegram.poll_stall_s == 90 and settings.telegram.rate_limit_per_min == 20
     assert (
@@ -79,7 +79,7 @@ def test_conventional_variables_fill_in_but_do_not_beat_explicit(
         ('[bot]\nadmins = ["discord:1"]\n', "bot.admins"),
         ('[bot]\ntimezone = "Mars/Base"\n', "bot.timezone"),
         ('[vision]\nmode = "dream"\n', "vision.mode"),
-        ('[storage]\nurl = "sqlite:///x.db"\n', "storage.url"),
+        ('[storage]\nurl = "mysql://x/y"\n', "storage.url"),
         ("[nonsense]\nx = 1\n", "nonsense"),
     ],
 )
@@ -89,6 +89,15 @@ def test_bad_values_name_the_key(tmp_path: Path, text: str, key: str) -> None:
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith(f"config: {key}")
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["sqlite:///data/x.sqlite", "sqlite+aiosqlite:///data/x.sqlite", "postgresql+asyncpg://h/d"],
+)
+def test_storage_url_forms_that_work(tmp_path: Path, url: str) -> None:
+    settings = load_config(write(tmp_path, f'[storage]\nurl = "{url}"\n'))
+    assert settings.storage.url == url
 
 
 def test_bad_env_value_names_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,18 +1,16 @@
-"""Long-term memory store: isolation, dedupe, cap, delete/clear, search, export/import."""
+"""Long-term memory rows: isolation, dedupe, row checks, delete/clear, batches with times.
+
+The rules on top (length, count, numbering, JSON Lines) are tests/test_memory_service.py's.
+"""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 
 import pytest
 
-from memory.store import MEMORY_MAX_CHARS, SqlStorage
-from memory.types import NewTurn
-
-
-async def _export(storage: SqlStorage, platform: str, user_id: str) -> list[dict[str, object]]:
-    return [row async for row in storage.export_memories(platform, user_id)]
+from memory.store import SqlStorage
+from memory.types import NewMemory, NewTurn
 
 
 async def _contents(storage: SqlStorage, platform: str, user_id: str) -> list[str]:
@@ -38,8 +36,6 @@ async def test_memories_are_isolated_per_user_and_platform(storage: SqlStorage) 
     assert await _contents(storage, "telegram", "1") == ["alice's secret"]
     assert await _contents(storage, "telegram", "2") == ["bob's secret"]
     assert await _contents(storage, "qq", "1") == ["qq user 1's secret"]
-    assert await storage.search_memories("telegram", "2", "secret") != []
-    assert [m.content for m in await storage.search_memories("telegram", "2", "alice")] == []
     assert await storage.clear_memories("telegram", "1") == 1
     assert await _contents(storage, "telegram", "2") == ["bob's secret"]
     assert await _contents(storage, "qq", "1") == ["qq user 1's secret"]
@@ -54,12 +50,9 @@ async def test_duplicates_are_ignored_per_user(storage: SqlStorage) -> None:
     assert await _contents(storage, "http", "u1") == ["Likes  Tea"]
 
 
-async def test_length_cap_and_empty_text(storage: SqlStorage) -> None:
-    exact = "x" * MEMORY_MAX_CHARS
-    assert MEMORY_MAX_CHARS == 500
+async def test_row_checks_strip_and_refuse_empty_text(storage: SqlStorage) -> None:
+    exact = "x" * 500
     assert await storage.add_memory("qq", "1", f"  {exact}  ", "qq:1") is not None
-    with pytest.raises(ValueError, match="over the limit of 500"):
-        await storage.add_memory("qq", "1", "y" * (MEMORY_MAX_CHARS + 1), "qq:1")
     with pytest.raises(ValueError, match="empty"):
         await storage.add_memory("qq", "1", " \n\t ", "qq:1")
     with pytest.raises(ValueError, match="author"):
@@ -96,74 +89,41 @@ async def test_clear_counts_and_leaves_history(storage: SqlStorage) -> None:
     assert len(await storage.recent_turns("console", "me", 5)) == 1
 
 
-async def test_search_is_case_insensitive_substring(storage: SqlStorage) -> None:
-    await storage.add_memory("qq", "7", "Lives on Hauptstraße 5", "qq:7")
-    await storage.add_memory("qq", "7", "Owns a cat called Ünal", "qq:7")
-    await storage.add_memory("qq", "7", "100% sure about 50_50 odds", "qq:7")
-
-    async def found(text: str) -> list[str]:
-        return [m.content for m in await storage.search_memories("qq", "7", text)]
-
-    assert await found("HAUPTSTRASSE") == ["Lives on Hauptstraße 5"]
-    assert await found("ünal") == ["Owns a cat called Ünal"]
-    assert await found("100%") == ["100% sure about 50_50 odds"]  # no LIKE wildcards
-    assert await found("%") == ["100% sure about 50_50 odds"]
-    assert await found("dog") == []
-    with pytest.raises(ValueError, match="empty"):
-        await storage.search_memories("qq", "7", "   ")
-
-
-async def test_export_import_round_trip(storage: SqlStorage) -> None:
-    await storage.add_memory("telegram", "1", "likes tea", "telegram:1")
-    await storage.add_memory("telegram", "1", 'quotes "x" and\nnewlines', "telegram:42")
-    rows = await _export(storage, "telegram", "1")
-    lines = [json.dumps(row, ensure_ascii=False) for row in rows]  # JSON Lines
-    assert [row["content"] for row in rows] == ["likes tea", 'quotes "x" and\nnewlines']
-    assert set(rows[0]) == {"content", "author", "created_at"}
-
-    parsed = [json.loads(line) for line in lines]
-    assert await storage.import_memories("http", "u9", parsed) == 2
-    assert await _export(storage, "http", "u9") == rows  # authors and times kept
-    # Importing again adds nothing; a mix adds only what is new.
-    assert await storage.import_memories("http", "u9", parsed) == 0
-    assert await storage.import_memories("http", "u9", [*parsed, {"content": "new"}]) == 1
-    newest = (await storage.list_memories("http", "u9"))[0]
-    assert (newest.content, newest.author) == ("new", "import")
-    assert await storage.import_memories("http", "u9", []) == 0
-
-
-async def test_import_keeps_times_and_treats_naive_as_utc(storage: SqlStorage) -> None:
-    rows = [
-        {"content": "old", "author": "a", "created_at": "2020-01-02T03:04:05+02:00"},
-        {"content": "naive", "author": "a", "created_at": "2021-06-01T00:00:00"},
-        {"content": "zulu", "author": "a", "created_at": "2022-01-01T00:00:00Z"},
+async def test_add_memories_keeps_authors_and_times_and_skips_what_is_known(
+    storage: SqlStorage,
+) -> None:
+    await storage.add_memory("qq", "5", "known", "qq:5")
+    batch = [
+        NewMemory("old", "a", datetime(2020, 1, 2, 3, 4, 5, tzinfo=UTC)),
+        NewMemory("naive", "b", datetime(2021, 6, 1)),
+        NewMemory("  KNOWN ", "c"),
+        NewMemory("new", "d"),
     ]
-    assert await storage.import_memories("qq", "5", rows) == 3
-    by_text = {m.content: m.created_at for m in await storage.list_memories("qq", "5")}
-    assert by_text["old"] == datetime(2020, 1, 2, 1, 4, 5, tzinfo=UTC)
-    assert by_text["naive"] == datetime(2021, 6, 1, tzinfo=UTC)
-    assert [m.content for m in await storage.list_memories("qq", "5")] == ["zulu", "naive", "old"]
+    added = await storage.add_memories("qq", "5", batch)
+    assert [(m.content, m.author) for m in added] == [("old", "a"), ("naive", "b"), ("new", "d")]
+    by_text = {m.content: m for m in await storage.list_memories("qq", "5")}
+    assert by_text["old"].created_at == datetime(2020, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert by_text["naive"].created_at == datetime(2021, 6, 1, tzinfo=UTC)  # naive is UTC
+    assert by_text["known"].author == "qq:5"
+    assert [m.content for m in await storage.list_memories("qq", "5")][-2:] == ["naive", "old"]
+    assert await storage.add_memories("qq", "5", batch) == []
+    assert await storage.add_memories("qq", "5", []) == []
 
 
 @pytest.mark.parametrize(
-    ("bad_row", "message"),
+    ("bad", "message"),
     [
-        ("just a string", "row 2: expected an object"),
-        ({"author": "a"}, "row 2: content must be text"),
-        ({"content": 5}, "row 2: content must be text"),
-        ({"content": "   "}, "row 2: content is empty"),
-        ({"content": "z" * 501}, "row 2: 501 characters"),
-        ({"content": "ok", "author": ""}, "row 2: author"),
-        ({"content": "ok", "created_at": "yesterday"}, "row 2: created_at"),
-        ({"content": "ok", "created_at": 1700000000}, "row 2: created_at"),
+        (NewMemory("   ", "a"), "memory 2: content is empty"),
+        (NewMemory(5, "a"), "memory 2: content must be text"),  # type: ignore[arg-type]
+        (NewMemory("ok", ""), "memory 2: author"),
+        (NewMemory("ok", "x" * 201), "memory 2: author"),
     ],
 )
-async def test_bad_import_row_imports_nothing(
-    storage: SqlStorage, bad_row: object, message: str
+async def test_a_bad_memory_in_a_batch_stores_none(
+    storage: SqlStorage, bad: NewMemory, message: str
 ) -> None:
-    rows = [{"content": "good one"}, bad_row]
     with pytest.raises(ValueError, match=message):
-        await storage.import_memories("telegram", "3", rows)  # type: ignore[arg-type]
+        await storage.add_memories("telegram", "3", [NewMemory("good one", "a"), bad])
     assert await _contents(storage, "telegram", "3") == []
 
 

@@ -123,11 +123,40 @@ def test_alembic_driven_directly_uses_the_same_migrations(
 
 def test_sqlite_creates_parent_folder_and_uses_wal(tmp_path: Path) -> None:
     db = tmp_path / "deep" / "er" / "bot.sqlite"
-    upgrade(f"sqlite+aiosqlite:///{db}")
+    upgrade(f"sqlite:///{db}")
     import sqlite3
 
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+@pytest.mark.parametrize("scheme", ["sqlite", "sqlite+aiosqlite"])
+def test_both_sqlite_url_forms_migrate_the_same_file(tmp_path: Path, scheme: str) -> None:
+    """sqlite:// is the spelling to use; sqlite+aiosqlite:// from older configs means the same."""
+    db = tmp_path / "data" / "bot.sqlite"
+    url = f"{scheme}:///{db}"
+    assert parse_url(url).url.render_as_string() == f"sqlite:///{db}"
+    config = alembic_config()
+    config.set_main_option("sqlalchemy.url", url)
+    command.upgrade(config, "head")  # Alembic driven directly, without chatterd's connection
+    other = "sqlite+aiosqlite" if scheme == "sqlite" else "sqlite"
+
+    async def write_then_read_with_the_other_form() -> list[str]:
+        store = await open_storage(url, migrate=False)
+        try:
+            await store.add_turn(turn(content="written", mid="1"))
+        finally:
+            await store.close()
+        store = await open_storage(f"{other}:///{db}", migrate=False)
+        try:
+            return [t.content for t in await store.recent_turns("telegram", "c1", 10)]
+        finally:
+            await store.close()
+
+    assert asyncio.run(write_then_read_with_the_other_form()) == ["written"]
+    upgrade(f"{other}:///{db}")  # already at head under either spelling
+    tables, revision, diff = asyncio.run(_schema_state(url))
+    assert TABLES <= tables and revision == head_revision() and diff == []
 
 
 async def test_open_without_migrate_on_empty_database_says_what_to_run(database_url: str) -> None:
@@ -139,8 +168,12 @@ async def test_open_without_migrate_on_empty_database_says_what_to_run(database_
     ("url", "message"),
     [
         ("mysql+aiomysql://x/y", "must start with"),
+        ("postgresql://x/y", "must start with"),
+        ("sqlite:///:memory:", "in-memory"),
+        ("sqlite://", "in-memory"),
         ("sqlite+aiosqlite:///:memory:", "in-memory"),
         ("sqlite+aiosqlite://", "in-memory"),
+        ("sqlite:///x.db?search_path=a", "PostgreSQL only"),
         ("sqlite+aiosqlite:///x.db?search_path=a", "PostgreSQL only"),
         ("not a url", "not a valid"),
     ],

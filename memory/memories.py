@@ -1,0 +1,127 @@
+"""The memory half of the store: rows of the `memories` table, one user's at a time.
+
+A memory hangs off its user's `users` row, created on first sight (an admin may add a
+memory before the person ever talks). The unique (user, content hash) key makes the same
+memory impossible to store twice, even from two processes at once. How long a memory may
+be and how many one person may have are memory.service's rules, not the rows'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Insert, ScalarSelect, Select, delete, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from memory.ids import RowIds
+from memory.migrate import Database
+from memory.models import MemoryRow, User, check_key, memory_author, memory_hash, memory_text, utc
+from memory.types import MemoryItem, NewMemory
+
+
+def user_pk_query(platform: str, user_id: str) -> ScalarSelect[int]:
+    """users.id of (platform, user id) inside a statement (no row: matches nothing)."""
+    return (
+        select(User.id)
+        .where(User.platform == platform, User.platform_user_id == user_id)
+        .scalar_subquery()
+    )
+
+
+def memories_query(
+    platform: str, user_id: str, newest_first: bool
+) -> Select[int, str, str, datetime]:
+    """One user's memories, newest or oldest first (time, then id, breaks ties)."""
+    order = [MemoryRow.created_at, MemoryRow.id]
+    return (
+        select(MemoryRow.id, MemoryRow.content, MemoryRow.author, MemoryRow.created_at)
+        .where(MemoryRow.user_id == user_pk_query(platform, user_id))
+        .order_by(*[c.desc() for c in order] if newest_first else order)
+    )
+
+
+def memory_items(platform: str, user_id: str, rows: Iterable[Any]) -> list[MemoryItem]:
+    return [MemoryItem(r.id, platform, user_id, r.content, r.author, r.created_at) for r in rows]
+
+
+class MemoryRows:
+    """MemoryStore over a `Database`, sharing user row ids with the turn half."""
+
+    def __init__(self, database: Database, ids: RowIds) -> None:
+        self._db = database
+        self._ids = ids
+        insert = sqlite.insert if database.dialect == "sqlite" else postgresql.insert
+        self._insert: Insert = (
+            insert(MemoryRow)
+            .on_conflict_do_nothing(index_elements=["user_id", "content_hash"])
+            .returning(MemoryRow.id)
+        )
+
+    async def _add(
+        self, platform: str, user_id: str, rows: Sequence[tuple[str, str, datetime]]
+    ) -> list[MemoryItem]:
+        key = (platform, user_id)
+        ids = self._ids.known([key], [])
+
+        def write(conn: Connection) -> list[MemoryItem]:
+            user_pk = self._ids.user_pk(conn, ids, key, None)
+            added: list[MemoryItem] = []
+            for content, author, created in rows:
+                values = {
+                    "user_id": user_pk,
+                    "content": content,
+                    "content_hash": memory_hash(content),
+                    "author": author,
+                    "created_at": created,
+                }
+                pk = conn.execute(self._insert, values).scalar_one_or_none()
+                if pk is not None:
+                    added.append(MemoryItem(int(pk), platform, user_id, content, author, created))
+            return added
+
+        added = await self._db.write(write)
+        self._ids.learn(ids)
+        return added
+
+    async def add_memory(
+        self, platform: str, user_id: str, content: str, author: str
+    ) -> MemoryItem | None:
+        """Add one memory (stripped); None if the same memory is already stored."""
+        check_key("memory user", platform, user_id)
+        row = (memory_text(content), memory_author(author), utc(None))
+        added = await self._add(platform, user_id, [row])
+        return added[0] if added else None
+
+    async def add_memories(
+        self, platform: str, user_id: str, memories: Sequence[NewMemory]
+    ) -> list[MemoryItem]:
+        """Add memories in one transaction (all checked first); returns the new ones."""
+        check_key("memory user", platform, user_id)
+        rows = [
+            (
+                memory_text(memory.content, f"memory {number}"),
+                memory_author(memory.author, f"memory {number}"),
+                utc(memory.created_at),
+            )
+            for number, memory in enumerate(memories, start=1)
+        ]
+        return await self._add(platform, user_id, rows) if rows else []
+
+    async def list_memories(self, platform: str, user_id: str) -> list[MemoryItem]:
+        """Newest first."""
+        query = memories_query(platform, user_id, newest_first=True)
+        rows = await self._db.read(lambda conn: conn.execute(query).all())
+        return memory_items(platform, user_id, rows)
+
+    async def delete_memory(self, platform: str, user_id: str, memory_id: int) -> bool:
+        """Delete one memory, only if it belongs to this user."""
+        statement = delete(MemoryRow).where(
+            MemoryRow.id == memory_id, MemoryRow.user_id == user_pk_query(platform, user_id)
+        )
+        return await self._db.write(lambda conn: bool(conn.execute(statement).rowcount))
+
+    async def clear_memories(self, platform: str, user_id: str) -> int:
+        statement = delete(MemoryRow).where(MemoryRow.user_id == user_pk_query(platform, user_id))
+        return await self._db.write(lambda conn: int(conn.execute(statement).rowcount))
