@@ -16,9 +16,11 @@ from channels.base import Channel, ChannelHealth
 from core.context import ContextBuilder
 from core.context.compaction import CompactionOptions, Compactor
 from core.context.tokens import TokenCounter, get_counter
+from core.delivery import ChannelRoutes
 from core.llm import OPENAI_BASE_URL, LLMProvider, OpenAIProvider, provider_from_config
 from core.media.vision import VisionReader
 from core.processor import MessageProcessor, ProcessorOptions
+from core.recovery import Recovery, RecoveryOptions
 from core.tools.loop import ToolLoop, default_registry
 from core.tools.search import duckduckgo_backend
 from core.triggers import TriggerPolicy
@@ -41,6 +43,9 @@ class App:
         self.storage: SqlStorage | None = None
         self._deps = deps
         self._stack = AsyncExitStack()
+        self.routes = ChannelRoutes()
+        self.recovery: Recovery | None = None
+        self._recovery_stop = asyncio.Event()
 
     def health(self) -> dict[str, ChannelHealth]:
         return {channel.name: channel.health() for channel in self.channels}
@@ -89,6 +94,15 @@ class App:
             tool_loop=self._tool_loop(llm),
             read_images=self._vision_reader(),
             compactor=self._compactor(llm, self.storage, counter),
+            routes=self.routes,
+        )
+        self.recovery = Recovery(
+            self.storage.intake,
+            self.processor,
+            RecoveryOptions(
+                interval_s=settings.bot.recovery_interval_s,
+                within_s=settings.bot.recover_within_s,
+            ),
         )
         commands = Commands(
             store=self.storage,
@@ -103,14 +117,22 @@ class App:
             store_untriggered=settings.groups.store_untriggered,
         )
         deps = self._deps or default_console_deps(settings, self.health)
-        deps = replace(deps, health_source=self.health)
+        deps = replace(deps, health_source=self.health, turns_health=self.recovery.health)
         for spec in CHANNELS:
             if spec.enabled(settings, self.mode, deps):
                 channel = spec.create(deps)
                 await channel.start(dispatcher)
                 self._stack.push_async_callback(channel.stop)
                 self.channels.append(channel)
+                if channel.pushes:  # HTTP answers in its response: nothing to push to
+                    self.routes.add(channel)
                 log.info("channel %s started", spec.name)
+        recovery = asyncio.create_task(self.recovery.run(self._recovery_stop))
+        self._stack.push_async_callback(self._stop_recovery, recovery)
+
+    async def _stop_recovery(self, task: asyncio.Task[None]) -> None:
+        self._recovery_stop.set()
+        await task
 
     def _compactor(
         self, llm: LLMProvider, storage: SqlStorage, counter: TokenCounter
@@ -192,6 +214,7 @@ class App:
 
     async def stop(self, timeout_s: float = 30.0) -> None:
         """Finish in-flight turns (channels still up to deliver them), then close all."""
+        self._recovery_stop.set()
         if self.processor is not None:
             await self.processor.shutdown(timeout_s)
         await self._stack.aclose()

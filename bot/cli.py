@@ -14,7 +14,6 @@ from bot.config import ConfigError, Settings, config_path, load_config, mask_sec
 from bot.errors import StartupError
 
 EXIT_CONFIG = 2
-SHUTDOWN_TIMEOUT_S = 30.0
 log = logging.getLogger("chatterd")
 
 
@@ -98,8 +97,9 @@ async def _serve(settings: Settings, mode: str) -> int:
         names = ", ".join(channel.name for channel in app.channels) or "none"
         log.info("chatterd %s ready; channels: %s", _version(), names)
         await app.wait_console_or(stop)
-        log.info("stopping: finishing turns in flight (up to %.0fs)", SHUTDOWN_TIMEOUT_S)
-        await app.stop(SHUTDOWN_TIMEOUT_S)
+        grace = settings.bot.shutdown_grace_s
+        log.info("stopping: finishing turns in flight (up to %.0fs)", grace)
+        await app.stop(grace)
     return 0
 
 

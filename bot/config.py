@@ -45,6 +45,10 @@ class BotConfig(Section):
     # Turns answered at once across chats (one chat is always one at a time). On
     # PostgreSQL each holds a connection for its chat lock: stay under max_connections.
     max_in_flight: int = Field(64, ge=1, le=4096)
+    # Nothing lost: accepted messages a dead process left open are finished by recovery.
+    recovery_interval_s: float = Field(10.0, gt=0, le=3600)
+    recover_within_s: float = Field(900.0, ge=0)  # older ones expire; 0 turns recovery off
+    shutdown_grace_s: float = Field(30.0, gt=0, le=3600)  # SIGTERM: finish turns this long
 
     @field_validator("admins")
     @classmethod

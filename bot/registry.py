@@ -8,9 +8,9 @@ without Telegram never imports python-telegram-bot.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal, TextIO
+from typing import Any, Literal, TextIO
 
 from bot.config import Settings
 from channels.base import Channel, ChannelHealth
@@ -25,6 +25,7 @@ class ChannelDeps:
     console_in: TextIO
     console_out: TextIO
     console_user: str
+    turns_health: Callable[[], Awaitable[dict[str, Any]]] | None = None
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class ChannelSpec:
 def _http(deps: ChannelDeps) -> Channel:
     from channels.http import HttpChannel
 
-    return HttpChannel(deps.settings.http, deps.health_source)
+    return HttpChannel(deps.settings.http, deps.health_source, turns_health=deps.turns_health)
 
 
 def _console(deps: ChannelDeps) -> Channel:

@@ -17,7 +17,14 @@ import threading
 from typing import BinaryIO, TextIO
 
 from channels.base import ChannelHealth, MessageHandler
-from core.messages import ChatType, InboundMessage, OutboundMessage
+from core.messages import (
+    ChatType,
+    DeliveryError,
+    ImageRef,
+    InboundMessage,
+    OutboundMessage,
+    Sent,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +46,7 @@ class ConsoleChannel:
     """Channel Protocol implementation for a local terminal session, a private chat."""
 
     name = "console"
+    pushes = True
 
     def __init__(
         self,
@@ -84,10 +92,16 @@ class ConsoleChannel:
         self._health.state = "stopped"
         self.finished.set()
 
-    async def send(self, message: OutboundMessage) -> None:
-        """Unsolicited messages (e.g. a scheduled note) are printed like replies."""
-        with contextlib.suppress(_OutputClosed):
+    async def send(self, message: OutboundMessage) -> Sent:
+        """Replies the core sends (and ones recovered after a restart) are printed."""
+        try:
             self._say(message.text)
+        except _OutputClosed:
+            raise DeliveryError("the console output is closed") from None
+        return Sent()
+
+    def restore_image(self, locator: str, mime: str | None, name: str) -> ImageRef | None:
+        return None  # the console has no images
 
     def health(self) -> ChannelHealth:
         return self._health

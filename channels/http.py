@@ -26,7 +26,14 @@ from aiohttp import web
 from channels.base import ChannelHealth, MessageHandler
 from channels.config import HttpConfig
 from channels.names import clean_display_name
-from core.messages import ChatType, InboundMessage, OutboundMessage
+from core.messages import (
+    ChatType,
+    DeliveryError,
+    ImageRef,
+    InboundMessage,
+    OutboundMessage,
+    Sent,
+)
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +183,7 @@ class HttpChannel:
     """Channel Protocol implementation serving the JSON API on aiohttp.web."""
 
     name = "http"
+    pushes = False  # the reply travels back in the response
 
     def __init__(
         self,
@@ -183,11 +191,13 @@ class HttpChannel:
         health_source: Callable[[], Mapping[str, ChannelHealth]],
         *,
         max_body_bytes: int = 64 * 1024,
+        turns_health: Callable[[], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         if max_body_bytes < 1:
             raise ValueError("max_body_bytes must be positive")
         self._config = config
         self._health_source = health_source
+        self._turns_health = turns_health
         self._max_body = max_body_bytes
         self._token = config.token.get_secret_value().encode() if config.token else None
         self._handler: MessageHandler | None = None
@@ -223,9 +233,12 @@ class HttpChannel:
         if runner is not None:
             await runner.cleanup()
 
-    async def send(self, message: OutboundMessage) -> None:
+    async def send(self, message: OutboundMessage) -> Sent:
         # Request/response only: nobody is listening for a message nobody asked for.
-        log.debug("HTTP cannot push unsolicited messages; dropped one for %s", message.chat_id)
+        raise DeliveryError("HTTP cannot push a message; the caller retries its request")
+
+    def restore_image(self, locator: str, mime: str | None, name: str) -> ImageRef | None:
+        return None  # the HTTP API takes no images
 
     def health(self) -> ChannelHealth:
         return self._health
@@ -248,6 +261,12 @@ class HttpChannel:
             log.exception("handler failed on an HTTP message for chat %s", chat.chat_id)
             return _error(500, "internal error")
         self._health.last_ok = datetime.now(UTC)
+        if reply is not None and reply.retry_after_s is not None:
+            return _error(
+                503,
+                "restarting: the message is kept; send it again with the same message_id",
+                headers={"Retry-After": str(round(reply.retry_after_s))},
+            )
         if reply is None:
             return web.json_response({"reply": None})
         return web.json_response({"reply": reply.text, "private": reply.private})
@@ -259,15 +278,20 @@ class HttpChannel:
             log.exception("health source failed")
             return _error(500, "internal error")
         degraded = any(h.state == "reconnecting" for h in channels.values())
-        return web.json_response(
-            {
-                "status": "degraded" if degraded else "ok",
-                "channels": {
-                    name: {"state": h.state, "last_ok": _iso(h.last_ok)}
-                    for name, h in sorted(channels.items())
-                },
-            }
-        )
+        body: dict[str, Any] = {
+            "status": "degraded" if degraded else "ok",
+            "channels": {
+                name: {"state": h.state, "last_ok": _iso(h.last_ok)}
+                for name, h in sorted(channels.items())
+            },
+        }
+        if self._turns_health is not None:
+            try:
+                body["turns"] = await self._turns_health()
+            except Exception:
+                log.exception("turn statistics failed")
+                body["turns"] = None
+        return web.json_response(body)
 
     def _check_token(self, request: web.Request) -> web.Response | None:
         if self._token is None:

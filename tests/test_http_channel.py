@@ -15,7 +15,7 @@ import pytest
 from channels.base import ChannelHealth
 from channels.config import HttpConfig
 from channels.http import MAX_TEXT_CHARS, HttpChannel
-from core.messages import ChatType, InboundMessage, OutboundMessage, Reply
+from core.messages import ChatType, DeliveryError, InboundMessage, OutboundMessage, Reply
 
 TOKEN = "s3cret-token-value"
 
@@ -245,9 +245,10 @@ async def test_unknown_route_and_method_answer_json(http: Harness) -> None:
         assert resp.status == 405 and "POST" in resp.headers["Allow"]
 
 
-async def test_send_is_dropped_and_stop_closes_the_port() -> None:
+async def test_send_is_refused_and_stop_closes_the_port() -> None:
     async for harness in make_harness():
-        await harness.channel.send(OutboundMessage(platform="http", chat_id="u1", text="hi"))
+        with pytest.raises(DeliveryError):  # nobody listens: the caller retries its request
+            await harness.channel.send(OutboundMessage(platform="http", chat_id="u1", text="hi"))
         port = harness.channel.port
         await harness.channel.stop()
         assert harness.channel.health().state == "stopped"

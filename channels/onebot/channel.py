@@ -36,7 +36,7 @@ from channels.onebot.transport import (
     OneBotConnection,
     ReverseServer,
 )
-from core.messages import ImageRef, InboundMessage, OutboundMessage, Reply
+from core.messages import DeliveryError, ImageRef, InboundMessage, OutboundMessage, Reply, Sent
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,7 @@ class OneBotChannel:
     """Channel Protocol implementation for QQ via any OneBot v11 implementation."""
 
     name = "qq"
+    pushes = True
 
     def __init__(
         self,
@@ -68,12 +69,14 @@ class OneBotChannel:
         reconnect_max_s: float = 60.0,
         heartbeat_grace: float = 3.0,
         downloader: SafeDownloader | None = None,
+        send_wait_s: float = 30.0,
     ) -> None:
         if config.mode == "forward_ws" and not config.url:
             raise ValueError("onebot.url is required when onebot.mode = 'forward_ws'")
         self._config = config
         self._token = config.access_token.get_secret_value() if config.access_token else None
         self._action_timeout_s = action_timeout_s
+        self._send_wait_s = send_wait_s  # how long a reply waits for its connection
         self._reconnect = (reconnect_min_s, reconnect_max_s)
         self._grace = heartbeat_grace
         self._downloader = downloader or SafeDownloader(
@@ -319,7 +322,11 @@ class OneBotChannel:
                 raise DownloadError(f"not an image ({kind})")
             return got.data
 
-        return ImageRef(fetch=fetch, name=file)
+        return ImageRef(fetch=fetch, name=file, locator=url)
+
+    def restore_image(self, locator: str, mime: str | None, name: str) -> ImageRef | None:
+        """An image of an accepted message, fetched again from its URL after a restart."""
+        return self._image_ref(locator, name)
 
     # -- sending ---------------------------------------------------------------------
 
@@ -347,12 +354,23 @@ class OneBotChannel:
         except OneBotError as exc:
             log.warning("onebot%s: reply to %s not delivered: %s", conn.label, message.chat_id, exc)
 
-    async def send(self, message: OutboundMessage) -> None:
-        """Send outside a handler turn; raises OneBotError if it cannot be delivered."""
+    async def send(self, message: OutboundMessage) -> Sent:
+        """Send a reply the core sends. Waits (bounded) for the account's connection to be
+        up, so a reply survives a reconnect; DeliveryError when it could not be sent."""
         kind, target = parse_chat_id(message.chat_id)
-        conn = self._connection_for(message.chat_id)
         reply_to = message.reply_to_message_id if kind == "group" else None
-        await self._send_text(conn, kind, target, message.text, reply_to=reply_to)
+        deadline = asyncio.get_running_loop().time() + self._send_wait_s
+        while True:
+            try:
+                conn = self._connection_for(message.chat_id)
+                ids = await self._send_text(conn, kind, target, message.text, reply_to=reply_to)
+                return Sent(tuple(ids))
+            except OneBotUnavailable as exc:
+                if not self._running or asyncio.get_running_loop().time() > deadline:
+                    raise DeliveryError(f"onebot: {exc}") from None
+                await asyncio.sleep(0.2)
+            except OneBotError as exc:
+                raise DeliveryError(f"onebot: {exc}") from exc
 
     def _connection_for(self, chat_id: str) -> OneBotConnection:
         live = {k: c for k, c in self._connections.items() if not c.closed}
@@ -372,7 +390,8 @@ class OneBotChannel:
         *,
         reply_to: str | None = None,
         temp_group: str | None = None,
-    ) -> None:
+    ) -> list[str]:
+        sent: list[str] = []
         for index, chunk in enumerate(split_text(text, QQ_TEXT_LIMIT)):
             segments: list[Segment] = []
             if index == 0 and reply_to:
@@ -389,5 +408,8 @@ class OneBotChannel:
                 action = "send_private_msg"
             data = await conn.actions.call(action, params)
             self._mark_ok()
-            if isinstance(data, dict) and data.get("message_id") is not None and conn.self_id:
-                self._senders.put((conn.self_id, str(data["message_id"])), conn.self_id)
+            if isinstance(data, dict) and data.get("message_id") is not None:
+                sent.append(str(data["message_id"]))
+                if conn.self_id:
+                    self._senders.put((conn.self_id, str(data["message_id"])), conn.self_id)
+        return sent

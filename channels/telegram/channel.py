@@ -39,7 +39,15 @@ from channels.telegram.inbound import (
 )
 from channels.telegram.outbound import TelegramSender
 from channels.telegram.polling import PollMonitor, PollSupervisor
-from core.messages import ChatType, InboundMessage, OutboundMessage, Reply
+from core.messages import (
+    ChatType,
+    DeliveryError,
+    ImageRef,
+    InboundMessage,
+    OutboundMessage,
+    Reply,
+    Sent,
+)
 from core.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
@@ -73,6 +81,7 @@ class TelegramChannel:
     """Channel Protocol implementation for Telegram (see channels/base.py)."""
 
     name = PLATFORM
+    pushes = True
 
     def __init__(
         self,
@@ -185,17 +194,31 @@ class TelegramChannel:
                 await asyncio.wait(pending)
         await self._teardown()
 
-    async def send(self, message: OutboundMessage) -> None:
-        """Deliver a message the daemon originates; failures are logged, not raised."""
+    async def send(self, message: OutboundMessage) -> Sent:
+        """Deliver a reply the core sends; DeliveryError when Telegram did not take it."""
         if message.platform != PLATFORM:
             raise ValueError(f"telegram channel cannot send a {message.platform!r} message")
+        if self._sender is None:
+            raise DeliveryError("the telegram channel is not started")
         reply_to = (
             telegram_message_id(message.reply_to_message_id)
             if message.reply_to_message_id
             else None
         )
         thread = int(message.thread_id) if message.thread_id else None
-        await self._send_logged(int(message.chat_id), message.text, reply_to, thread)
+        try:
+            ids = await self._sender.send_text(
+                int(message.chat_id), message.text, reply_to=reply_to, thread_id=thread
+            )
+        except TelegramError as exc:
+            raise DeliveryError(f"telegram: {self._redact(str(exc))}") from None
+        return Sent(tuple(str(i) for i in ids))
+
+    def restore_image(self, locator: str, mime: str | None, name: str) -> ImageRef | None:
+        """A photo of an accepted message, fetched again by its file_id after a restart."""
+        if self._files is None:
+            return None
+        return self._files.image_ref(locator, None, mime or "image/jpeg", name)
 
     def health(self) -> ChannelHealth:
         if not self._running or self._supervisor is None:

@@ -31,7 +31,9 @@ class TelegramFiles:
         self._timeout_s = timeout_s
 
     def image_ref(self, file_id: str, declared_size: int | None, mime: str, name: str) -> ImageRef:
-        return ImageRef(fetch=self._fetcher(file_id, declared_size), mime=mime, name=name)
+        return ImageRef(
+            fetch=self._fetcher(file_id, declared_size), mime=mime, name=name, locator=file_id
+        )
 
     def _fetcher(self, file_id: str, declared_size: int | None) -> ImageFetcher:
         async def fetch() -> bytes:
