@@ -162,7 +162,7 @@ class MessageProcessor:
 
     async def resume(self, entry: IntakeEntry) -> bool:
         """Recovery: answer a `pending` message a dead process accepted. False: skipped."""
-        if self._closing or self.is_busy(entry.chat_key) or not self._can_deliver(entry):
+        if self._closing or self.is_busy(entry.chat_key):
             return False
         if entry.attempts >= MAX_ATTEMPTS:
             log.error(
@@ -299,7 +299,8 @@ class MessageProcessor:
             log.warning("model call failed for %s: %s (%s)", message.chat_key, exc.kind, exc)
             return await self._apologise(entry, message, APOLOGY.get(exc.kind, GENERIC_APOLOGY))
         delivers = self._delivers(message.platform)
-        final: TurnState = "answered" if delivers else "delivered"  # HTTP: the response is it
+        # HTTP: the response is the delivery; a recovered one waits for the caller's retry.
+        final: TurnState = "delivered" if not delivers and not late else "answered"
         try:
             await self._store.add_turns(
                 [self._bot_turn(message, *turn) for turn in turns],
@@ -309,7 +310,7 @@ class MessageProcessor:
             return None
         self._maybe_compact(message, history, built.report, summary)
         if not delivers:
-            return reply
+            return None if late else reply
         await self._deliver(entry.id, reply_for(message, reply, late=late))
         return None
 
