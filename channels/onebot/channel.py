@@ -19,7 +19,6 @@ from channels.base import ChannelHealth, MessageHandler
 from channels.config import OnebotConfig
 from channels.download import DownloadError, DownloadPolicy, SafeDownloader
 from channels.formatting.split import split_text
-from channels.names import clean_display_name
 from channels.onebot.actions import OneBotError
 from channels.onebot.events import (
     BoundedMap,
@@ -36,6 +35,7 @@ from channels.onebot.transport import (
     OneBotConnection,
     ReverseServer,
 )
+from core.inject import clean_name
 from core.messages import ImageRef, InboundMessage, OutboundMessage, Reply
 
 log = logging.getLogger(__name__)
@@ -212,7 +212,7 @@ class OneBotChannel:
             log.info(
                 "onebot%s: logged in as %s",
                 conn.label,
-                clean_display_name(str(info.get("nickname") or "")) or "?",
+                clean_name(str(info.get("nickname") or "")) or "?",
             )
 
     def _spawn(self, coro: Any) -> None:

@@ -12,8 +12,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from channels.names import clean_display_name
 from channels.onebot.message import ParsedMessage, interpret, normalize_message
+from core.inject import clean_name
 from core.messages import ChatType, ImageRef, InboundMessage
 
 ImageRefFactory = Callable[[str, str], ImageRef]  # (url, file name) -> lazy image
@@ -99,7 +99,7 @@ def display_name(frame: dict[str, Any], sender_id: str, *, group: bool) -> str:
     candidates.append(sender.get("nickname"))
     for raw in candidates:
         if isinstance(raw, str):
-            name = clean_display_name(raw)
+            name = clean_name(raw)
             if name:
                 return name
     return sender_id
