@@ -6,7 +6,6 @@ does the body say) is one pure function: frame in, message out.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -21,20 +20,6 @@ ImageRefFactory = Callable[[str, str], ImageRef]  # (url, file name) -> lazy ima
 
 class InvalidEvent(ValueError):
     """A message event missing what every message must have."""
-
-
-class BoundedMap(OrderedDict[Any, Any]):
-    """A small LRU map: recent message ids and chat routes, never unbounded."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__()
-        self._limit = limit
-
-    def put(self, key: Any, value: Any) -> None:
-        self[key] = value
-        self.move_to_end(key)
-        while len(self) > self._limit:
-            self.popitem(last=False)
 
 
 def to_inbound(
