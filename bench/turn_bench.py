@@ -144,6 +144,7 @@ class DaemonProcess:
             [
                 "[bot]",
                 f'workspace = "{self.tmp / "workspace"}"',
+                "rate_limit_per_min = 0",  # one bench user sends hundreds a minute
                 *([f"max_in_flight = {self.max_in_flight}"] if self.max_in_flight else []),
                 "[llm]",
                 f'base_url = "{self.model_url}"',
@@ -373,7 +374,8 @@ def render(fast: FastResults, slows: list[SlowResults], command: str, elapsed: f
         f"(1 min) {load_average()} at the end.",
         "",
         "Three processes on this machine: the client (this script, aiohttp), the daemon "
-        "(`chatterd run`, HTTP channel only, SQLite in WAL mode, default settings) and the "
+        "(`chatterd run`, HTTP channel only, SQLite in WAL mode, default settings but "
+        "rate_limit_per_min = 0) and the "
         "fake OpenAI model server (tests/fakes/openai_server.py) answering at once. Every "
         "chatterd turn stores the user turn, reads the chat's history and the sender's "
         "memories, builds the context, calls the model through the openai SDK and stores the "

@@ -23,7 +23,6 @@ from core.processor import MessageProcessor, ProcessorOptions
 from core.recovery import Recovery, RecoveryOptions
 from core.tools.loop import ToolLoop, default_registry
 from core.tools.search import duckduckgo_backend
-from core.triggers import TriggerPolicy
 from core.workspace.files import ensure_workspace
 from memory.store import SqlStorage, open_storage
 
@@ -110,14 +109,14 @@ class App:
             bot_name=settings.bot.name,
             context_report=self.processor.last_report,
         )
-        dispatcher = Dispatcher(
-            processor=self.processor,
-            commands=commands,
-            policy=TriggerPolicy.create(settings.bot.name, settings.groups.wake_words),
-            store_untriggered=settings.groups.store_untriggered,
-        )
+        dispatcher = Dispatcher.from_settings(settings, processor=self.processor, commands=commands)
         deps = self._deps or default_console_deps(settings, self.health)
-        deps = replace(deps, health_source=self.health, turns_health=self.recovery.health)
+        deps = replace(
+            deps,
+            health_source=self.health,
+            turns_health=self.recovery.health,
+            policy=dispatcher.policy,
+        )
         for spec in CHANNELS:
             if spec.enabled(settings, self.mode, deps):
                 channel = spec.create(deps)

@@ -7,6 +7,7 @@ then the defaults below. Unknown keys are errors: a typo must never be silently 
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +19,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
@@ -28,6 +30,8 @@ from pydantic_settings import (
 )
 
 from channels.config import HttpConfig, OnebotConfig, Section, TelegramConfig
+
+log = logging.getLogger(__name__)
 
 PLATFORMS = ("telegram", "qq", "http", "console")
 DEFAULT_CONFIG_PATH = Path("config.toml")
@@ -49,6 +53,9 @@ class BotConfig(Section):
     recovery_interval_s: float = Field(10.0, gt=0, le=3600)
     recover_within_s: float = Field(900.0, ge=0)  # older ones expire; 0 turns recovery off
     shutdown_grace_s: float = Field(30.0, gt=0, le=3600)  # SIGTERM: finish turns this long
+    # Answered messages per user per minute on every channel (commands count, untriggered
+    # group chatter does not); 0 = off. Admins and the console are exempt.
+    rate_limit_per_min: int = Field(20, ge=0)
 
     @field_validator("admins")
     @classmethod
@@ -150,6 +157,31 @@ class Settings(BaseSettings):
     http: HttpConfig = HttpConfig()
     groups: GroupsConfig = GroupsConfig()
 
+    @model_validator(mode="after")
+    def _telegram_rate_limit_moved(self) -> Settings:
+        """`[telegram] rate_limit_per_min` became `[bot] rate_limit_per_min` (every channel):
+        set explicitly, the old key still counts unless the new one is set too."""
+        key = "rate_limit_per_min"
+        if key in self.telegram.model_fields_set and key not in self.bot.model_fields_set:
+            self.bot = self.bot.model_copy(update={key: self.telegram.rate_limit_per_min})
+        return self
+
+
+def moved_key_notes(settings: Settings) -> list[str]:
+    """One line per old key still in use, for the log at start."""
+    if "rate_limit_per_min" not in settings.telegram.model_fields_set:
+        return []
+    old, new = settings.telegram.rate_limit_per_min, settings.bot.rate_limit_per_min
+    if old == new:
+        return [
+            f"config: [telegram] rate_limit_per_min moved to [bot] rate_limit_per_min "
+            f"(it now limits every channel); using {new} (rename the key to silence this)"
+        ]
+    return [
+        f"config: [telegram] rate_limit_per_min moved to [bot] rate_limit_per_min; both are "
+        f"set, so [bot] rate_limit_per_min = {new} applies and [telegram] {old} is ignored"
+    ]
+
 
 class _ConventionalEnvSource(PydanticBaseSettingsSource):
     """OPENAI_API_KEY, OPENAI_BASE_URL and TELEGRAM_BOT_TOKEN, as every tool reads them."""
@@ -208,11 +240,14 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
     if path is not None and path.exists() and not path.is_file():
         raise ConfigError(f"config: {path} is not a file")
     try:
-        return _settings_class(toml_path, environ)()
+        settings = _settings_class(toml_path, environ)()
     except ValidationError as exc:
         raise ConfigError(_one_line(exc)) from None
     except ValueError as exc:  # TOML syntax errors surface as ValueError subclasses
         raise ConfigError(f"config: {toml_path}: {exc}") from None
+    for note in moved_key_notes(settings):
+        log.warning("%s", note)
+    return settings
 
 
 def _one_line(exc: ValidationError) -> str:

@@ -1,17 +1,29 @@
-"""Every inbound message passes here: commands, trigger policy, processor."""
+"""Every inbound message passes here: the one place policy is decided.
+
+Channels only report facts (private or group, mentions_bot, reply_to_bot, the text);
+here, once, before anything reaches the processor: is it a command, does it trigger the
+bot (core/triggers.py), and is its sender over the per-user rate limit
+(`[bot] rate_limit_per_min`, core/ratelimit.py). Untriggered group messages are kept as
+context and never count against the limit.
+"""
 
 from __future__ import annotations
 
 import logging
 
 from bot.commands import Commands
+from bot.config import Settings
 from core.messages import ChatType, InboundMessage, Reply
 from core.processor import GENERIC_APOLOGY, MessageProcessor, ShuttingDown
+from core.ratelimit import RATE_NOTICE, RateDecision, RateLimiter
 from core.triggers import TriggerPolicy, is_command
 
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_S = 10.0  # what a caller is told to wait during a restart
+# The console is the operator at their own terminal (`chatterd chat`): never limited.
+UNLIMITED_PLATFORMS = frozenset({"console"})
+_ALLOWED = RateDecision(True)
 
 
 class Dispatcher:
@@ -24,11 +36,33 @@ class Dispatcher:
         commands: Commands,
         policy: TriggerPolicy,
         store_untriggered: bool,
+        limiter: RateLimiter | None = None,
     ) -> None:
+        """`limiter` counts answered messages per sender (None: no limit); admins
+        (`commands.is_admin`) and the console are exempt."""
         self._processor = processor
         self._commands = commands
         self._policy = policy
         self._store_untriggered = store_untriggered
+        self._limiter = limiter
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, *, processor: MessageProcessor, commands: Commands
+    ) -> Dispatcher:
+        """The daemon's dispatcher: `[groups]` triggers, `[bot] rate_limit_per_min`."""
+        return cls(
+            processor=processor,
+            commands=commands,
+            policy=TriggerPolicy.create(settings.bot.name, settings.groups.wake_words),
+            store_untriggered=settings.groups.store_untriggered,
+            limiter=RateLimiter(settings.bot.rate_limit_per_min, window_s=60.0),
+        )
+
+    @property
+    def policy(self) -> TriggerPolicy:
+        """The one trigger policy; a channel may ask it early (Telegram: show "typing")."""
+        return self._policy
 
     async def __call__(self, message: InboundMessage) -> Reply | None:
         try:
@@ -40,14 +74,33 @@ class Dispatcher:
     async def _dispatch(self, message: InboundMessage) -> Reply | None:
         if not message.text.strip() and not message.images:
             return None
-        if is_command(message.text):
-            return await self._commands.handle(message)
-        if not self._policy.triggers(message):
+        command = is_command(message.text)
+        if not command and not self._policy.triggers(message):
             if self._store_untriggered and message.chat_type is ChatType.GROUP:
                 await self._processor.remember_context(message)
             return None
+        decision = self._rate_check(message)
+        if not decision.allowed:
+            log.info(
+                "user %s over the rate limit in %s; not answered",
+                message.sender_key,
+                message.chat_key,
+            )
+            return Reply(RATE_NOTICE) if decision.notify else None
+        if command:
+            return await self._commands.handle(message)
         try:
             text = await self._processor.handle(message)
         except ShuttingDown:
             return Reply("", retry_after_s=RETRY_AFTER_S)
         return Reply(text) if text else None
+
+    def _rate_check(self, message: InboundMessage) -> RateDecision:
+        """Synchronous on purpose: a refusal returns before the channel shows "typing"."""
+        if (
+            self._limiter is None
+            or message.platform in UNLIMITED_PLATFORMS
+            or self._commands.is_admin(message)
+        ):
+            return _ALLOWED
+        return self._limiter.check(message.sender_key)

@@ -14,6 +14,7 @@ from typing import Any, Literal, TextIO
 
 from bot.config import Settings
 from channels.base import Channel, ChannelHealth
+from core.triggers import TriggerPolicy
 
 RunMode = Literal["run", "chat"]
 
@@ -26,6 +27,9 @@ class ChannelDeps:
     console_out: TextIO
     console_user: str
     turns_health: Callable[[], Awaitable[dict[str, Any]]] | None = None
+    # The dispatcher's trigger policy, filled in by the App: a channel that must know early
+    # whether a message will be answered (Telegram shows "typing" at once) asks this one.
+    policy: TriggerPolicy | None = None
 
 
 @dataclass(frozen=True)
@@ -56,12 +60,12 @@ def _console(deps: ChannelDeps) -> Channel:
 
 def _telegram(deps: ChannelDeps) -> Channel:
     from channels.telegram import TelegramChannel
-    from core.triggers import TriggerPolicy
 
     settings = deps.settings
-    policy = TriggerPolicy.create(settings.bot.name, settings.groups.wake_words)
     return TelegramChannel(
-        settings.telegram, image_max_bytes=settings.vision.max_bytes, is_addressed=policy.triggers
+        settings.telegram,
+        image_max_bytes=settings.vision.max_bytes,
+        is_addressed=deps.policy.triggers if deps.policy is not None else None,
     )
 
 

@@ -11,8 +11,9 @@ from core.messages import ImageRef, InboundMessage, OutboundMessage, Reply, Sent
 
 ChannelState = Literal["running", "reconnecting", "stopped"]
 
-# The one callback a channel needs: hand every message in (the daemon applies the trigger
-# policy), maybe get a reply back. The channel splits and sends it.
+# The one callback a channel needs: hand every message in (the daemon decides commands,
+# triggers and the per-user rate limit; a channel only reports facts such as mentions_bot
+# and reply_to_bot), maybe get a reply back. The channel splits and sends it.
 MessageHandler = Callable[[InboundMessage], Awaitable[Reply | None]]
 
 

@@ -29,6 +29,8 @@ class TelegramConfig(Section):
     webhook_port: int = Field(8443, ge=1, le=65535)
     webhook_secret: SecretStr | None = None
     poll_stall_s: float = Field(90.0, gt=0)
+    # Moved to [bot] rate_limit_per_min (every channel); set explicitly here, it is still
+    # used for [bot] when that is not set, and a line at start says so (bot/config.py).
     rate_limit_per_min: int = Field(20, ge=0)
     answer_edited: bool = False
 

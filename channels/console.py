@@ -17,6 +17,7 @@ import threading
 from typing import BinaryIO, TextIO
 
 from channels.base import ChannelHealth, MessageHandler
+from core.inject import clean_name
 from core.messages import (
     ChatType,
     DeliveryError,
@@ -61,7 +62,7 @@ class ConsoleChannel:
         self._input = input
         self._output = output
         self._user_id = user_id
-        self._user_name = user_name
+        self._user_name = clean_name(user_name, fallback=user_id)
         self._bot_name = bot_name
         self._prompt = prompt
         self._health = ChannelHealth()

@@ -25,7 +25,7 @@ from aiohttp import web
 
 from channels.base import ChannelHealth, MessageHandler
 from channels.config import HttpConfig
-from channels.names import clean_display_name
+from core.inject import clean_name
 from core.messages import (
     ChatType,
     DeliveryError,
@@ -128,7 +128,7 @@ def parse_chat_request(body: bytes) -> ChatRequest:
         user_id=user_id,
         chat_id=chat_id or user_id,
         chat_type=chat_type,
-        sender_name=clean_display_name(sender_name, fallback=user_id),
+        sender_name=clean_name(sender_name, fallback=user_id),
         text=text,
         message_id=_id_field(data, "message_id", required=False),
         mentions_bot=_bool_field(data, "mentions_bot"),

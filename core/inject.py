@@ -2,7 +2,8 @@
 
 Why: in a group the model must know who is speaking, but a nickname or a message must
 never be able to impersonate another speaker, the system, or a tag. Names are cleaned
-and bracket-free; a line in the text that looks like a speaker prefix is defused.
+once, here, for every channel and for the prompt; a line in the text that looks like a
+speaker prefix is defused.
 """
 
 from __future__ import annotations
@@ -15,19 +16,66 @@ MAX_TEXT_CHARS = 16_000
 
 # A line beginning like "[Alice]: ..." would read as another speaker's turn.
 _SPEAKER_PREFIX = re.compile(r"^(\s*)\[([^\]\n]{0,80})\]\s*:", re.MULTILINE)
-_BIDI_AND_CONTROL = {"Cc", "Cf", "Zl", "Zp"}
+# Explicit bidi embeddings/overrides/isolates and the directional marks.
+_BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+# Format characters that are invisible padding rather than part of a visible glyph, and
+# the deprecated format controls U+206A..U+206F.
+_INVISIBLE = frozenset(
+    "\u00ad\u180e\u200b\u2060\u2061\u2062\u2063\u2064\ufeff\ufff9\ufffa\ufffb"
+    "\u206a\u206b\u206c\u206d\u206e\u206f"
+)
+# Unicode tag characters mirror ASCII invisibly: a name could smuggle hidden text to the model.
+_TAGS = range(0xE0000, 0xE0080)
+# Characters that only make sense attached to what comes before them; a name cut right
+# after one of these would leave half an emoji sequence.
+_JOINERS = frozenset("\u200d\ufe0e\ufe0f")
+_SPACES = re.compile(r"\s+")
 
 
-def clean_name(name: str, fallback: str) -> str:
-    """Display name without control/bidi characters, brackets or newlines, capped."""
-    kept = "".join(
-        " " if ch in "\r\n\t" else ch
-        for ch in name
-        if unicodedata.category(ch) not in _BIDI_AND_CONTROL or ch in "\r\n\t"
-    )
-    kept = kept.replace("[", "(").replace("]", ")")
-    kept = " ".join(kept.split())[:MAX_NAME_CHARS].strip()
-    return kept or fallback
+def clean_name(name: str | None, fallback: str = "", *, limit: int = MAX_NAME_CHARS) -> str:
+    """A display name safe to show, store and put in a prompt; `fallback` if none is left.
+
+    A nickname is attacker-controlled text: control characters break log lines and
+    prompts, bidi overrides (U+202E...) make "evil" render as "live", a lone surrogate
+    cannot be stored as UTF-8, brackets could forge a `[speaker]:` prefix, and a
+    2,000-character name would eat the context budget. Emoji (with their joiners) and RTL
+    scripts are kept: only the invisible tricks go. Capped at `limit` characters.
+    """
+    if limit < 1:
+        raise ValueError("limit must be positive")
+    if not name:
+        return fallback
+    kept: list[str] = []
+    for char in name:
+        category = unicodedata.category(char)
+        if category in ("Cc", "Zl", "Zp") or char.isspace():
+            kept.append(" ")  # a newline in a name becomes a space, not a new prompt line
+        elif not _hidden(char, category):
+            kept.append(char)
+    cleaned = _SPACES.sub(" ", "".join(kept)).strip()
+    cleaned = cleaned.replace("[", "(").replace("]", ")")
+    if len(cleaned) > limit:
+        cleaned = _cut(cleaned, limit).strip()
+    return cleaned if _visible(cleaned) else fallback
+
+
+def _hidden(char: str, category: str) -> bool:
+    """Invisible tricks: lone surrogates, bidi controls, padding, tag characters."""
+    return category == "Cs" or char in _BIDI_CONTROLS or char in _INVISIBLE or ord(char) in _TAGS
+
+
+def _cut(text: str, limit: int) -> str:
+    """Cut to `limit` code points without leaving a dangling joiner or combining mark."""
+    cut = text[:limit]
+    while cut and (cut[-1] in _JOINERS or unicodedata.combining(cut[-1])):
+        cut = cut[:-1]
+    return cut
+
+
+def _visible(text: str) -> bool:
+    return any(not unicodedata.category(c).startswith(("Z", "C", "M")) for c in text)
 
 
 def defuse_text(text: str) -> str:

@@ -3,7 +3,8 @@
 Why: every answered message costs a model call; one person (or a script behind one
 account) must not be able to spend the operator's budget or starve a group. A refused
 user is told once per window, not on every message, so the limiter itself cannot be
-used to make the bot spam a chat.
+used to make the bot spam a chat. The dispatcher applies it to every channel
+(`[bot] rate_limit_per_min`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+
+RATE_NOTICE = "You're sending messages faster than I can answer. Please wait a minute."
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,11 @@ what crossed the wire (Bot API calls, OneBot actions, model requests) and what w
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import io
+import logging
 import struct
 import zlib
 from collections.abc import AsyncIterator, Callable
@@ -19,12 +21,15 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from bot.app import App
 from bot.config import Settings
 from bot.registry import ChannelDeps
+from channels.http import HttpChannel
 from channels.onebot.channel import OneBotChannel
+from core.ratelimit import RATE_NOTICE
 from memory.store import SqlStorage
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot, MediaServer
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, content_text, last_user_text
@@ -115,7 +120,8 @@ def settings_for(
             "api_key": "sk-test-vision",
             "model": "vision-model",
         }
-    data.update(sections)
+    for name, values in sections.items():  # merged, so `bot={...}` keeps name and workspace
+        data[name] = {**data.get(name, {}), **values}
     return Settings.model_validate(data)
 
 
@@ -410,3 +416,133 @@ async def test_telegram_memory_told_listed_used_isolated_and_forgotten(
     ]
     assert f"[Remember: {FACT}]" in turns[1].content
     assert not any(t.content.startswith("/memory") for t in turns)  # commands are not stored
+
+
+# -- the per-user rate limit, on every channel ([bot] rate_limit_per_min) -------------
+
+
+def qq_text(text: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "data": {"text": text}}]
+
+
+@pytest.mark.parametrize("key_in", ["bot", "telegram"])
+async def test_telegram_rate_limit_answers_once_per_window_and_spares_untriggered(
+    key_in: str,
+    tmp_path: Path,
+    database_url: str,
+    storage: SqlStorage,
+    chat: FakeOpenAI,
+    tg: FakeTelegram,
+) -> None:
+    """Also: the old `[telegram] rate_limit_per_min` still works (its log line: test_config)."""
+    limit = {"rate_limit_per_min": 2}
+    if key_in == "telegram":
+        settings = settings_for(
+            tmp_path, database_url, chat, telegram={**telegram_section(tg), **limit}
+        )
+    else:
+        settings = settings_for(
+            tmp_path, database_url, chat, telegram=telegram_section(tg), bot=limit
+        )
+    assert settings.bot.rate_limit_per_min == 2
+
+    for n in range(1, 5):
+        tg.push_message(private_chat(ALICE), ALICE, f"message {n}")
+    tg.push_message(GROUP, ALICE, "ordinary group chatter is not counted")
+    async with daemon(settings):
+        await tg.wait_for("sendMessage", count=3)
+
+    texts = [p["text"] for p in tg.sent]
+    assert sorted(texts) == sorted(
+        [
+            "echo: [Alice Liddell]: message 1",
+            "echo: [Alice Liddell]: message 2",
+            RATE_NOTICE,
+        ]
+    )
+    assert len(chat.requests) == 2  # refused messages never reach the model
+    group = await storage.recent_turns("telegram", str(GROUP["id"]), 10)
+    assert [(t.kind, t.content) for t in group] == [
+        ("context", "[Alice Liddell]: ordinary group chatter is not counted")
+    ]
+
+
+async def test_qq_user_over_the_rate_limit_is_told_once_and_admins_are_exempt(
+    tmp_path: Path, database_url: str, chat: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="bot.dispatcher")
+    impl = FakeOneBot(self_id=QQ_SELF)
+    onebot = {"enabled": True, "host": "127.0.0.1", "port": 0, "access_token": QQ_TOKEN}
+    admin = {"rate_limit_per_min": 2, "admins": ["qq:20009"]}
+    settings = settings_for(tmp_path, database_url, chat, onebot=onebot, bot=admin)
+    try:
+        async with daemon(settings) as app:
+            (channel,) = app.channels
+            assert isinstance(channel, OneBotChannel)
+            link = await impl.connect_reverse(
+                f"ws://127.0.0.1:{channel.listen_port}/onebot/v11/ws", token=QQ_TOKEN
+            )
+            await link.next_action("get_login_info")
+            for n in range(1, 6):
+                await link.send_event(impl.private_message(qq_text(f"message {n}")))
+            await impl.wait_sent(3)
+            # Decided in arrival order: by the admin's replies, Alice's five are settled.
+            for n in range(1, 4):
+                event = impl.private_message(qq_text(f"admin {n}"), user_id=20009, nickname="op")
+                await link.send_event(event)
+            await impl.wait_sent(6)
+    finally:
+        await impl.close()
+
+    def texts_to(user_id: int) -> list[str]:
+        return [
+            segment["data"]["text"]
+            for sent in impl.sent
+            if sent["params"]["user_id"] == user_id
+            for segment in sent["params"]["message"]
+        ]
+
+    assert sorted(texts_to(20002)) == sorted(
+        ["echo: [alice]: message 1", "echo: [alice]: message 2", RATE_NOTICE]
+    )
+    assert texts_to(20009) == [f"echo: [op]: admin {n}" for n in range(1, 4)]
+    assert len(chat.requests) == 2 + 3  # nothing for Alice's refused three
+    refused = [r for r in caplog.records if "over the rate limit" in r.getMessage()]
+    assert len(refused) == 3 and all("qq:20002" in r.getMessage() for r in refused)
+
+
+async def test_http_user_over_the_rate_limit_is_told_once(
+    tmp_path: Path, database_url: str, chat: FakeOpenAI
+) -> None:
+    http = {"enabled": True, "host": "127.0.0.1", "port": 0}
+    settings = settings_for(tmp_path, database_url, chat, http=http, bot={"rate_limit_per_min": 2})
+    async with daemon(settings) as app:
+        (channel,) = app.channels
+        assert isinstance(channel, HttpChannel)
+        url = f"http://127.0.0.1:{channel.port}/v1/chat"
+        async with aiohttp.ClientSession() as session:
+
+            async def say(user: str, text: str) -> Any:
+                body = {"user_id": user, "chat_type": "private", "text": text}
+                async with session.post(url, json=body) as response:
+                    assert response.status == 200
+                    return (await response.json())["reply"]
+
+            answers = [await say("u1", f"message {n}") for n in range(1, 5)]
+            other = await say("u2", "hello")
+    assert answers == ["echo: [u1]: message 1", "echo: [u1]: message 2", RATE_NOTICE, None]
+    assert other == "echo: [u2]: hello"  # per user: someone else is still answered
+    assert len(chat.requests) == 3
+
+
+async def test_console_is_never_rate_limited(
+    tmp_path: Path, database_url: str, chat: FakeOpenAI
+) -> None:
+    """The console is the operator at their own terminal (`chatterd chat`)."""
+    settings = settings_for(tmp_path, database_url, chat, bot={"rate_limit_per_min": 1})
+    out = io.StringIO()
+    deps = ChannelDeps(settings, dict, io.StringIO("one\ntwo\nthree\n"), out, "tester")
+    async with App(settings, mode="chat", deps=deps) as app:
+        await asyncio.wait_for(app.wait_console_or(asyncio.Event()), 10)
+    assert len(chat.requests) == 3
+    assert "echo: [tester]: three" in out.getvalue() and RATE_NOTICE not in out.getvalue()

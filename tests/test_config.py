@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -194,4 +195,40 @@ def test_added_knobs_have_defaults_env_overrides_and_bounds(
     assert settings.bot.max_in_flight == 256 and settings.context.compaction is False
     monkeypatch.setenv("CHATTERD_BOT__MAX_IN_FLIGHT", "0")
     with pytest.raises(ConfigError, match="max_in_flight"):
+        load_config(tmp_path / "absent.toml")
+
+
+def test_rate_limit_is_per_bot_and_the_telegram_key_still_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="bot.config")
+
+    def moved_lines() -> list[str]:
+        lines = [r.getMessage() for r in caplog.records if r.name == "bot.config"]
+        caplog.clear()
+        return lines
+
+    settings = load_config(tmp_path / "absent.toml")
+    assert settings.bot.rate_limit_per_min == 20 and moved_lines() == []
+    settings = load_config(write(tmp_path, "[bot]\nrate_limit_per_min = 0\n"))
+    assert settings.bot.rate_limit_per_min == 0 and moved_lines() == []
+
+    # The old key, set explicitly, becomes [bot]'s value, with one line saying it moved.
+    settings = load_config(write(tmp_path, "[telegram]\nrate_limit_per_min = 5\n"))
+    assert settings.bot.rate_limit_per_min == 5
+    (line,) = moved_lines()
+    assert "[telegram] rate_limit_per_min moved to [bot] rate_limit_per_min" in line
+
+    # Both set: [bot] wins, and the line says the old one is ignored.
+    both = "[bot]\nrate_limit_per_min = 7\n[telegram]\nrate_limit_per_min = 5\n"
+    settings = load_config(write(tmp_path, both))
+    assert settings.bot.rate_limit_per_min == 7
+    (line,) = moved_lines()
+    assert "moved to [bot]" in line and "ignored" in line
+
+    monkeypatch.setenv("CHATTERD_TELEGRAM__RATE_LIMIT_PER_MIN", "3")
+    assert load_config(tmp_path / "absent.toml").bot.rate_limit_per_min == 3
+    assert len(moved_lines()) == 1
+    monkeypatch.setenv("CHATTERD_BOT__RATE_LIMIT_PER_MIN", "-1")
+    with pytest.raises(ConfigError, match=r"^config: bot.rate_limit_per_min: "):
         load_config(tmp_path / "absent.toml")

@@ -121,6 +121,20 @@ def test_cache_is_bounded_in_entries_and_bytes() -> None:
     assert small.cached_bytes <= 300
 
 
+def test_cache_drops_the_least_recently_used() -> None:
+    encoder = ImageEncoder(cache_entries=2)
+    first, second, third = (png_bytes(4, 4, seed=i) for i in range(3))
+    encoder.image_part(first)
+    encoder.image_part(second)
+    encoder.image_part(first)  # a hit: "first" is now the most recently used
+    encoder.image_part(third)  # full: "second" goes
+    encoder.image_part(first)
+    assert (encoder.hits, encoder.misses) == (2, 3)
+    encoder.image_part(second)
+    assert (encoder.hits, encoder.misses) == (2, 4)
+    assert len(encoder) == 2 and encoder.cached_bytes > 0
+
+
 def test_caches_are_per_instance() -> None:
     data = png_bytes()
     a, b = ImageEncoder(), ImageEncoder()

@@ -78,6 +78,23 @@ async def test_cache_reuses_within_ttl_and_expires() -> None:
     assert backend.calls == ["rust", "rust"]
 
 
+async def test_cache_keeps_the_recently_used_and_a_hit_does_not_extend_the_ttl() -> None:
+    now = [1000.0]
+    backend = ScriptedSearch({})
+    cache = CachedSearch(backend, ttl_s=300, max_entries=2, clock=lambda: now[0])
+    await cache.search("a")
+    await cache.search("b")
+    now[0] += 200
+    await cache.search("a")  # a hit: "a" is now the most recently used
+    await cache.search("c")  # full: "b", the least recently used, goes
+    await cache.search("a")
+    assert backend.calls == ["a", "b", "c"]
+    now[0] += 101  # "a" was fetched 301 s ago; the hits did not make it younger
+    await cache.search("a")
+    await cache.search("b")
+    assert backend.calls == ["a", "b", "c", "a", "b"]
+
+
 async def test_cache_is_bounded_and_does_not_keep_failures() -> None:
     backend = ScriptedSearch({"bad": SearchError("boom")})
     cache = CachedSearch(backend, max_entries=2)

@@ -100,3 +100,41 @@ async def test_tracker_drains_then_cancels() -> None:
     cancelled = await tracker.drain(0.2)
     assert finished == ["quick"] and cancelled == 1
     assert stuck.cancelled() and quick.done()
+
+
+async def test_spawned_tasks_are_kept_logged_and_drained(caplog) -> None:
+    tracker = TaskTracker("test")
+    done: list[str] = []
+
+    async def ok() -> None:
+        await asyncio.sleep(0)
+        done.append("ok")
+
+    async def broken() -> None:
+        raise RuntimeError("lost reply")
+
+    tracker.spawn(ok(), name="fine")
+    tracker.spawn(broken(), name="failing")
+    assert len(tracker) == 2  # strong references: nothing is garbage collected mid-flight
+    assert await tracker.drain(2.0) == 0
+    assert done == ["ok"] and len(tracker) == 0
+    (record,) = [r for r in caplog.records if r.name == "core.ordering"]
+    assert record.levelname == "ERROR" and "test task failing failed" in record.getMessage()
+    assert record.exc_info is not None and "lost reply" in str(record.exc_info[1])
+
+
+async def test_cancel_stops_spawned_and_tracked_work_at_once() -> None:
+    tracker = TaskTracker()
+    forever = asyncio.Event()
+
+    async def tracked() -> None:
+        async with tracker.track():
+            await forever.wait()
+
+    outside = asyncio.create_task(tracked())
+    tracker.spawn(forever.wait())
+    await asyncio.sleep(0)
+    assert len(tracker) == 2
+    assert await tracker.cancel() == 2
+    assert outside.cancelled() and len(tracker) == 0
+    assert await tracker.drain(0.1) == 0  # idle again: nothing left to wait for

@@ -12,13 +12,10 @@ import pytest
 
 from channels.config import TelegramConfig
 from channels.download import DownloadTooLarge
-from channels.telegram.channel import (
-    RATE_NOTICE,
-    UNSUPPORTED_NOTICE,
-    TelegramChannel,
-    TelegramTimings,
-)
+from channels.telegram.app import TelegramTimings
+from channels.telegram.channel import UNSUPPORTED_NOTICE, TelegramChannel
 from core.messages import ChatType, InboundMessage, OutboundMessage, Reply
+from core.triggers import TriggerPolicy
 from tests.fakes.telegram_server import (
     FakeTelegram,
     Inbox,
@@ -46,6 +43,7 @@ BOT = "chatterd_test_bot"
 ALICE = user(1001, "Alice", "Liddell", username="alice")
 BOB = user(1002, "Bob")
 GROUP = group_chat(-100500, "Tea party")
+POLICY = TriggerPolicy.create(BOT, [])  # as the daemon passes its dispatcher's policy
 
 
 @pytest.fixture
@@ -60,7 +58,9 @@ async def running(
 ) -> AsyncIterator[TelegramChannel]:
     config.setdefault("poll_stall_s", 30.0)
     cfg = TelegramConfig(enabled=True, token=tg.token, api_base_url=tg.root, **config)
-    channel = TelegramChannel(cfg, image_max_bytes=image_max_bytes, timings=FAST)
+    channel = TelegramChannel(
+        cfg, image_max_bytes=image_max_bytes, is_addressed=POLICY.triggers, timings=FAST
+    )
     await channel.start(inbox)
     try:
         yield channel
@@ -262,23 +262,6 @@ async def test_private_reply_goes_to_dm_or_asks_to_start_the_bot(tg) -> None:
     assert "press Start" in to_group["text"] and f"@{BOT}" in to_group["text"]
     assert "memories" not in to_group["text"]  # the private text never lands in the group
     assert to_group["reply_parameters"]["message_id"] == bob_msg["message_id"]
-
-
-async def test_rate_limit_answers_once_per_window_and_spares_untriggered(tg) -> None:
-    inbox = Inbox(lambda m: echo(m) if m.chat_type is ChatType.PRIVATE else None)
-    for n in range(1, 5):
-        tg.push_message(private_chat(ALICE), ALICE, f"message {n}")
-    tg.push_message(GROUP, ALICE, "ordinary group chatter is not counted")
-    async with running(tg, inbox, rate_limit_per_min=2):
-        got = await inbox.wait(3)
-        await tg.wait_for("sendMessage", count=3)
-    assert [m.text for m in got] == [
-        "message 1",
-        "message 2",
-        "ordinary group chatter is not counted",
-    ]
-    texts = [p["text"] for p in tg.sent]
-    assert sorted(texts) == sorted(["echo: message 1", "echo: message 2", RATE_NOTICE])
 
 
 async def test_emoji_and_rtl_names_are_cleaned(tg) -> None:

@@ -1,9 +1,16 @@
-"""Trigger policy and channel-layer injection: who speaks, and when the bot answers."""
+"""Trigger policy, rate limit and channel-layer injection: who speaks, when the bot
+answers, and how often one person may make it answer. Names are cleaned here for every
+channel (Telegram, QQ, HTTP, console) and again for the prompt."""
 
 from __future__ import annotations
 
-from core.inject import clean_name, defuse_text, inject
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from core.inject import MAX_NAME_CHARS, clean_name, defuse_text, inject
 from core.messages import ChatType, InboundMessage
+from core.ratelimit import RateLimiter
 from core.triggers import TriggerPolicy, is_command
 
 
@@ -66,3 +73,93 @@ def test_text_cannot_pose_as_another_speaker() -> None:
 def test_huge_text_is_cut_with_a_note() -> None:
     out = defuse_text("字" * 50_000)
     assert len(out) < 16_100 and out.endswith("(message cut: too long)")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# -- names ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("\u202eevil\u202c", "evil"),  # right-to-left override: gone
+        ("\u2066Bob\u2069 \u200f", "Bob"),  # isolates and marks
+        ("line\nbreak\tand\x00nul", "line break and nul"),
+        ("  lots   of    space ", "lots of space"),
+        ("\u05e9\u05dc\u05d5\u05dd", "\u05e9\u05dc\u05d5\u05dd"),  # Hebrew stays
+        (
+            "\u0645\u0631\u062d\u0628\u0627 🌙",
+            "\u0645\u0631\u062d\u0628\u0627 🌙",
+        ),  # Arabic + emoji
+        ("👨\u200d👩\u200d👧 family", "👨\u200d👩\u200d👧 family"),  # ZWJ sequence kept
+        ("zero\u200bwidth\ufeff", "zerowidth"),
+        ("bad\ud800surrogate", "badsurrogate"),
+        ("Bob [admin]", "Bob (admin)"),  # no forged [speaker]: prefix
+        ("Eve\U000e0069\U000e0067\U000e006e", "Eve"),  # tag characters hide text: gone
+    ],
+)
+def test_clean_name(raw: str, expected: str) -> None:
+    assert clean_name(raw) == expected
+
+
+def test_clean_name_fallbacks_and_cap() -> None:
+    assert clean_name("\u202e\u200b\n", fallback="1234") == "1234"
+    assert clean_name(None, fallback="x") == "x"
+    assert clean_name("é" * 100) == "é" * MAX_NAME_CHARS
+    cut = clean_name("a" * 62 + "👩\u200d👩\u200d👦")
+    assert len(cut) <= MAX_NAME_CHARS and not cut.endswith("\u200d")
+    with pytest.raises(ValueError):
+        clean_name("x", limit=0)
+
+
+@given(st.text())
+def test_clean_name_is_always_safe(raw: str) -> None:
+    name = clean_name(raw, fallback="?")
+    assert 1 <= len(name) <= MAX_NAME_CHARS
+    name.encode("utf-8")  # no lone surrogates survive
+    assert not any(c in name for c in "\n\r\x00\u202e\u202d\u2066\u2067\u2068\u2069[]")
+    assert name == "?" or clean_name(name) == name  # cleaning twice changes nothing
+
+
+# -- rate limit ----------------------------------------------------------------------
+
+
+def test_rate_limit_notifies_once_per_window_then_recovers() -> None:
+    clock = Clock()
+    limiter = RateLimiter(2, window_s=60, clock=clock)
+    assert limiter.check("u").allowed and limiter.check("u").allowed
+    refused = limiter.check("u")
+    assert not refused.allowed and refused.notify and refused.retry_after_s == pytest.approx(60)
+    clock.now += 30
+    again = limiter.check("u")
+    assert not again.allowed and not again.notify  # one notice per window, not per message
+    assert limiter.check("other").allowed  # per user
+    clock.now += 31
+    assert limiter.check("u").allowed
+    assert limiter.check("u").allowed
+    late = limiter.check("u")
+    assert not late.allowed and late.notify  # a new window may notify again
+
+
+def test_rate_limit_zero_disables_and_memory_is_bounded() -> None:
+    unlimited = RateLimiter(0)
+    assert not unlimited.enabled
+    assert all(unlimited.check("u").allowed for _ in range(1000))
+    clock = Clock()
+    limiter = RateLimiter(1, window_s=60, clock=clock, max_keys=10)
+    for n in range(100):
+        limiter.check(n)
+    assert len(limiter._events) <= 10
+    clock.now += 61
+    for n in range(100, 110):
+        limiter.check(n)  # idle keys are forgotten as new ones arrive
+    assert len(limiter._events) <= 10
+    with pytest.raises(ValueError):
+        RateLimiter(-1)

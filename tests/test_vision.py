@@ -86,6 +86,18 @@ async def test_descriptions_in_order_and_cached(provider: ProviderFactory) -> No
         assert parts[1]["image_url"]["url"].startswith("data:image/png;base64,")
 
 
+async def test_description_cache_is_bounded_and_can_be_off(provider: ProviderFactory) -> None:
+    async with FakeOpenAI(reply=describe_by_mime) as fake:
+        small = VisionReader(provider(fake), enabled=True, cache_entries=2)
+        for data in (PNG, JPEG, PNG, GIF, PNG, JPEG):  # GIF pushes out JPEG, not the PNG
+            await small(message(ref(data)))
+        assert small.describe_calls == 4
+        off = VisionReader(provider(fake), enabled=True, cache_entries=0)
+        for _ in range(2):
+            assert (await off(message(ref(PNG)))).notes == ["a png picture"]
+        assert off.describe_calls == 2
+
+
 async def test_bad_images_become_could_not_be_read(provider: ProviderFactory) -> None:
     async def broken() -> bytes:
         raise ConnectionError("gone")

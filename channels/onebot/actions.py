@@ -52,10 +52,6 @@ class ActionClient:
         self._counter = itertools.count(1)
         self._closed: OneBotError | None = None
 
-    @property
-    def pending_count(self) -> int:
-        return len(self._pending)
-
     async def call(
         self, action: str, params: dict[str, Any] | None = None, *, timeout_s: float | None = None
     ) -> Any:

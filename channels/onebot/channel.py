@@ -1,8 +1,9 @@
 """The QQ channel over OneBot v11 (NapCat, Lagrange, go-cqhttp), on aiohttp.
 
-Every message event goes to the daemon's handler (which applies the trigger policy);
-the channel fills in what the policy needs (mentions_bot, reply_to_bot, the sender's
-display name) and sends the Reply back as segments, split to QQ's length limit.
+Every message event goes to the daemon's handler (which applies the trigger policy and
+the rate limit); the channel fills in the facts the policy needs (mentions_bot,
+reply_to_bot, the sender's display name) and sends the Reply back as segments, split to
+QQ's length limit.
 
 Chat ids encode the chat type, because QQ group and user numbers share one space:
 `group:<group id>` and `private:<user id>`.
@@ -15,14 +16,14 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from cachetools import LRUCache
+
 from channels.base import ChannelHealth, MessageHandler
 from channels.config import OnebotConfig
 from channels.download import DownloadError, DownloadPolicy, SafeDownloader
 from channels.formatting.split import split_text
-from channels.names import clean_display_name
 from channels.onebot.actions import OneBotError
 from channels.onebot.events import (
-    BoundedMap,
     InvalidEvent,
     id_param,
     parse_chat_id,
@@ -36,7 +37,9 @@ from channels.onebot.transport import (
     OneBotConnection,
     ReverseServer,
 )
+from core.inject import clean_name
 from core.messages import DeliveryError, ImageRef, InboundMessage, OutboundMessage, Reply, Sent
+from core.ordering import TaskTracker
 
 log = logging.getLogger(__name__)
 
@@ -88,9 +91,10 @@ class OneBotChannel:
         )
         self._handler: MessageHandler | None = None
         self._connections: dict[str, OneBotConnection] = {}  # by self id (or a temp key)
-        self._routes = BoundedMap(_RECENT_IDS)  # chat id -> self id that last saw it
-        self._senders = BoundedMap(_RECENT_IDS)  # (self id, message id) -> sender id
-        self._tasks: set[asyncio.Task[Any]] = set()
+        # Recent ids only, least recently used first out: never unbounded.
+        self._routes: LRUCache[str, str] = LRUCache(_RECENT_IDS)  # chat id -> self id seeing it
+        self._senders: LRUCache[tuple[str, str], str] = LRUCache(_RECENT_IDS)  # -> sender id
+        self._tasks = TaskTracker("onebot")
         self._server: ReverseServer | None = None
         self._client: ForwardClient | None = None
         self._running = False
@@ -146,10 +150,7 @@ class OneBotChannel:
             await self._client.stop()
         for conn in list(self._connections.values()):
             await conn.close("chatterd is shutting down")
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.cancel()
         if self._server is not None:
             await self._server.stop()
 
@@ -173,7 +174,7 @@ class OneBotChannel:
     async def _serve(self, conn: OneBotConnection) -> None:
         """Own one connection for its lifetime; a newer one for the same account wins."""
         await self._register(conn)
-        self._spawn(self._login_info(conn))
+        self._tasks.spawn(self._login_info(conn))
         try:
             await conn.run(self._on_frame)
         finally:
@@ -202,7 +203,7 @@ class OneBotChannel:
         old = self._connections.get(self_id)
         self._connections[self_id] = conn
         if old is not None and old is not conn:
-            self._spawn(old.close("replaced by a newer connection", code=CLOSE_REPLACED))
+            self._tasks.spawn(old.close("replaced by a newer connection", code=CLOSE_REPLACED))
 
     async def _login_info(self, conn: OneBotConnection) -> None:
         try:
@@ -215,13 +216,8 @@ class OneBotChannel:
             log.info(
                 "onebot%s: logged in as %s",
                 conn.label,
-                clean_display_name(str(info.get("nickname") or "")) or "?",
+                clean_name(str(info.get("nickname") or "")) or "?",
             )
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     def _mark_ok(self) -> None:
         self._last_ok = datetime.now(UTC)
@@ -258,7 +254,7 @@ class OneBotChannel:
     def _on_message(self, conn: OneBotConnection, frame: dict[str, Any]) -> None:
         draft = self._draft(conn, frame)
         if draft is not None:
-            self._spawn(self._dispatch(conn, *draft))
+            self._tasks.spawn(self._dispatch(conn, *draft))
 
     def _draft(
         self, conn: OneBotConnection, frame: dict[str, Any]
@@ -274,8 +270,8 @@ class OneBotChannel:
         message = draft[0]
         if conn.self_id is not None:
             if message.message_id is not None:
-                self._senders.put((conn.self_id, message.message_id), message.sender_id)
-            self._routes.put(message.chat_id, conn.self_id)
+                self._senders[(conn.self_id, message.message_id)] = message.sender_id
+            self._routes[message.chat_id] = conn.self_id
         return draft
 
     async def _dispatch(
@@ -411,5 +407,5 @@ class OneBotChannel:
             if isinstance(data, dict) and data.get("message_id") is not None:
                 sent.append(str(data["message_id"]))
                 if conn.self_id:
-                    self._senders.put((conn.self_id, str(data["message_id"])), conn.self_id)
+                    self._senders[(conn.self_id, str(data["message_id"]))] = conn.self_id
         return sent

@@ -6,14 +6,13 @@ does the body say) is one pure function: frame in, message out.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from channels.names import clean_display_name
 from channels.onebot.message import ParsedMessage, interpret, normalize_message
+from core.inject import clean_name
 from core.messages import ChatType, ImageRef, InboundMessage
 
 ImageRefFactory = Callable[[str, str], ImageRef]  # (url, file name) -> lazy image
@@ -21,20 +20,6 @@ ImageRefFactory = Callable[[str, str], ImageRef]  # (url, file name) -> lazy ima
 
 class InvalidEvent(ValueError):
     """A message event missing what every message must have."""
-
-
-class BoundedMap(OrderedDict[Any, Any]):
-    """A small LRU map: recent message ids and chat routes, never unbounded."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__()
-        self._limit = limit
-
-    def put(self, key: Any, value: Any) -> None:
-        self[key] = value
-        self.move_to_end(key)
-        while len(self) > self._limit:
-            self.popitem(last=False)
 
 
 def to_inbound(
@@ -99,7 +84,7 @@ def display_name(frame: dict[str, Any], sender_id: str, *, group: bool) -> str:
     candidates.append(sender.get("nickname"))
     for raw in candidates:
         if isinstance(raw, str):
-            name = clean_display_name(raw)
+            name = clean_name(raw)
             if name:
                 return name
     return sender_id

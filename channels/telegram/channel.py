@@ -1,10 +1,10 @@
 """The Telegram channel: python-telegram-bot's Application, polling or webhook.
 
-Every message goes to the daemon's handler (it applies the trigger policy and keeps
-untriggered group messages as context); a reply comes back as plain text, split to
-Telegram's limit, threaded to the triggering message in groups. Polling is watched by a
-supervisor (see telegram_polling.py) so a silent stall or a 409 Conflict is reported
-and recovered, and health() says so.
+Every message goes to the daemon's handler (it applies the trigger policy and the rate
+limit, and keeps untriggered group messages as context); a reply comes back as plain
+text, split to Telegram's limit, threaded to the triggering message in groups. Polling
+is watched by a supervisor (see polling.py) so a silent stall or a 409 Conflict is
+reported and recovered, and health() says so.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from telegram import BotCommand, Message, Update
 from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, TelegramError
@@ -48,11 +47,11 @@ from core.messages import (
     Reply,
     Sent,
 )
-from core.ratelimit import RateLimiter
+from core.ordering import TaskTracker
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_COMMANDS", "TelegramChannel", "TelegramStartError", "TelegramTimings"]
+__all__ = ["DEFAULT_COMMANDS", "TelegramChannel", "TelegramStartError"]
 
 DEFAULT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("help", "What I can do"),
@@ -60,21 +59,11 @@ DEFAULT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("reset", "Clear our private chat's history"),
     ("context", "What my last answer was built from"),
 )
-RATE_NOTICE = "You're sending messages faster than I can answer. Please wait a minute."
 UNSUPPORTED_NOTICE = "I can read text and photos; I can't open this kind of message yet."
 
 
 class TelegramStartError(RuntimeError):
     """The channel cannot start (bad token, bad webhook settings); str() says why."""
-
-
-def _default_addressed(message: InboundMessage) -> bool:
-    return (
-        message.chat_type is ChatType.PRIVATE
-        or message.mentions_bot
-        or message.reply_to_bot
-        or message.text.lstrip().startswith("/")
-    )
 
 
 class TelegramChannel:
@@ -89,11 +78,13 @@ class TelegramChannel:
         *,
         image_max_bytes: int = 10 * 1024 * 1024,
         commands: Sequence[tuple[str, str]] = DEFAULT_COMMANDS,
-        is_addressed: Callable[[InboundMessage], bool] = _default_addressed,
+        is_addressed: Callable[[InboundMessage], bool] | None = None,
         timings: TelegramTimings | None = None,
     ) -> None:
-        """`is_addressed` says which messages cost a model call: those are rate limited
-        and show "typing" at once (pass the daemon's trigger policy to count wake words).
+        """`is_addressed` is the daemon's trigger policy (the dispatcher's, passed in so
+        the rule lives in one place): a message it accepts shows "typing" at once, any
+        other only after `typing_delay_s` (most never get an answer, so never show it).
+        Without it, every message waits `typing_delay_s`.
         """
         if config.token is None or not config.token.get_secret_value().strip():
             raise TelegramStartError(
@@ -109,14 +100,13 @@ class TelegramChannel:
         self._commands = tuple(commands)
         self._is_addressed = is_addressed
         self._t = timings or TelegramTimings()
-        self._limiter = RateLimiter(config.rate_limit_per_min, window_s=60.0)
         self._monitor = PollMonitor(redact=self._redact)
         self._webhook = config.mode == "webhook"
         self._app: App | None = None
         self._handler: MessageHandler | None = None
         self._supervisor: PollSupervisor | None = None
         self._supervisor_task: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskTracker("telegram")
         self._me: BotIdentity | None = None
         self._sender: TelegramSender | None = None
         self._files: TelegramFiles | None = None
@@ -183,15 +173,9 @@ class TelegramChannel:
             self._supervisor_task.cancel()
             await asyncio.wait({self._supervisor_task})
         await self._stop_updater()
-        if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=self._t.stop_grace_s)
-            for task in pending:
-                task.cancel()
-            if pending:
-                log.warning(
-                    "telegram: %d replies still running at stop were cancelled", len(pending)
-                )
-                await asyncio.wait(pending)
+        cancelled = await self._tasks.drain(self._t.stop_grace_s)
+        if cancelled:
+            log.warning("telegram: %d replies still running at stop were cancelled", cancelled)
         await self._teardown()
 
     async def send(self, message: OutboundMessage) -> Sent:
@@ -288,28 +272,17 @@ class TelegramChannel:
         if isinstance(result, Skip):
             log.debug("telegram: update %s skipped: %s", update.update_id, result.reason)
             if result.unsupported_private and source is not None:
-                self._spawn(self._send_logged(source.chat_id, UNSUPPORTED_NOTICE, None, None))
+                self._tasks.spawn(self._send_logged(source.chat_id, UNSUPPORTED_NOTICE, None, None))
             return
         assert source is not None
-        self._spawn(self._handle(result, source))
+        self._tasks.spawn(self._handle(result, source))
 
     async def _handle(self, message: InboundMessage, source: Message) -> None:
         assert self._handler is not None and self._sender is not None
         group = message.chat_type is ChatType.GROUP
         reply_to = source.message_id if group else None
         thread = int(message.thread_id) if message.thread_id else None
-        addressed = self._is_addressed(message)
-        if addressed:
-            decision = self._limiter.check(message.sender_key)
-            if not decision.allowed:
-                log.info(
-                    "telegram: user %s over the rate limit in chat %s; not answered",
-                    message.sender_id,
-                    message.chat_id,
-                )
-                if decision.notify:
-                    await self._send_logged(source.chat_id, RATE_NOTICE, reply_to, thread)
-                return
+        addressed = self._is_addressed is not None and self._is_addressed(message)
         delay = 0.0 if addressed else self._t.typing_delay_s
         async with self._sender.typing(
             source.chat_id, thread, delay_s=delay, interval_s=self._t.typing_interval_s
@@ -364,11 +337,6 @@ class TelegramChannel:
             await self._sender.send_text(chat_id, text, reply_to=reply_to, thread_id=thread)
         except TelegramError as exc:
             log.error("telegram: could not deliver to chat %s: %s", chat_id, self._redact(str(exc)))
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     def _redact(self, text: str) -> str:
         return text.replace(self._token, "<token>") if self._token else text

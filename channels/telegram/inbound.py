@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from telegram import Chat, Message, MessageEntity, Update
 
-from channels.names import clean_display_name
+from core.inject import clean_name
 from core.messages import ChatType, ImageRef, InboundMessage
 
 PLATFORM = "telegram"
@@ -141,14 +141,14 @@ def _sender(msg: Message) -> tuple[str, str] | None:
     if msg.sender_chat is not None:
         # an anonymous admin, or someone posting as a channel: the chat is the speaker
         chat = msg.sender_chat
-        name = clean_display_name(chat.title) or clean_display_name(
+        name = clean_name(chat.title) or clean_name(
             f"@{chat.username}" if chat.username else None, fallback=str(chat.id)
         )
         return str(chat.id), name
     who = msg.from_user
     if who is None:
         return None
-    name = clean_display_name(who.full_name) or clean_display_name(
+    name = clean_name(who.full_name) or clean_name(
         f"@{who.username}" if who.username else None, fallback=str(who.id)
     )
     return str(who.id), name
@@ -180,6 +180,6 @@ def _images(msg: Message, image_ref: ImageRefFactory) -> tuple[ImageRef, ...]:
         )
     doc = msg.document
     if doc is not None and (doc.mime_type or "").startswith("image/"):
-        name = clean_display_name(doc.file_name, fallback=doc.file_unique_id)
+        name = clean_name(doc.file_name, fallback=doc.file_unique_id)
         refs.append(image_ref(doc.file_id, doc.file_size, doc.mime_type or "image/*", name))
     return tuple(refs)

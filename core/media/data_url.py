@@ -13,10 +13,11 @@ import base64
 import hashlib
 import logging
 import os
-from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from cachetools import LRUCache
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +64,15 @@ class ImageEncoder:
         self.cache_entries = cache_entries
         self.cache_bytes = cache_bytes
         self.detail = detail
-        self._urls: OrderedDict[str, str] = OrderedDict()
-        self._cached_bytes = 0
+        # Sized by the URLs' length, so `cache_bytes` bounds it; `cache_entries` is checked
+        # on insert. Least recently used go first.
+        self._urls: LRUCache[str, str] = LRUCache(cache_bytes, getsizeof=len)
         self.hits = 0
         self.misses = 0
 
     @property
     def cached_bytes(self) -> int:
-        return self._cached_bytes
+        return int(self._urls.currsize)
 
     def __len__(self) -> int:
         return len(self._urls)
@@ -135,15 +137,12 @@ class ImageEncoder:
         key = f"{mime}:{hashlib.sha256(data).hexdigest()}"
         url = self._urls.get(key)
         if url is not None:
-            self._urls.move_to_end(key)
             self.hits += 1
             return url
         self.misses += 1
         url = data_url(data, mime)
         if self.cache_entries and len(url) <= self.cache_bytes:
-            self._urls[key] = url
-            self._cached_bytes += len(url)
-            while len(self._urls) > self.cache_entries or self._cached_bytes > self.cache_bytes:
-                _, old = self._urls.popitem(last=False)
-                self._cached_bytes -= len(old)
+            self._urls[key] = url  # evicts the least recently used past `cache_bytes`
+            while len(self._urls) > self.cache_entries:
+                self._urls.popitem()  # the least recently used
         return url

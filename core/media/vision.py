@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from cachetools import LRUCache
 
 from core.llm import LLMError, LLMProvider
 from core.media.data_url import data_url
@@ -66,8 +67,8 @@ class VisionReader:
         self._max_side = max_side
         self._timeout_s = timeout_s
         self._limit = asyncio.Semaphore(concurrency)
-        self._cache: OrderedDict[str, str] = OrderedDict()
-        self._cache_entries = cache_entries
+        # Descriptions by image hash; least recently used go first. 0 entries: no cache.
+        self._cache: LRUCache[str, str] | None = LRUCache(cache_entries) if cache_entries else None
         self.describe_calls = 0
 
     async def __call__(self, message: InboundMessage) -> ImageNotes:
@@ -108,16 +109,12 @@ class VisionReader:
         text = _clean(result.text)
         if not text:
             raise ValueError("vision model returned an empty description")
-        self._cache[digest] = text
-        while len(self._cache) > self._cache_entries:
-            self._cache.popitem(last=False)
+        if self._cache is not None:
+            self._cache[digest] = text
         return text
 
     def _cached(self, digest: str) -> str | None:
-        cached = self._cache.get(digest)
-        if cached is not None:
-            self._cache.move_to_end(digest)
-        return cached
+        return self._cache.get(digest) if self._cache is not None else None
 
     async def _read_one(self, image: ImageRef) -> tuple[str, dict[str, Any] | None, str]:
         async with self._limit:

@@ -12,12 +12,12 @@ import asyncio
 import logging
 import math
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from cachetools import TTLCache
 from ddgs import DDGS
 from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 
@@ -106,7 +106,11 @@ class DuckDuckGoSearch:
 
 
 class CachedSearch:
-    """A per-instance TTL cache over any backend; failures are not cached."""
+    """A per-instance TTL cache over any backend; failures are not cached.
+
+    An answer is reused for `ttl_s` after it was fetched (a hit does not extend it); at
+    most `max_entries` are kept, the least recently used going first.
+    """
 
     def __init__(
         self,
@@ -117,23 +121,15 @@ class CachedSearch:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._backend = backend
-        self._ttl_s = ttl_s
-        self._max_entries = max_entries
-        self._clock = clock
-        self._entries: OrderedDict[str, tuple[float, list[SearchResult]]] = OrderedDict()
+        self._entries: TTLCache[str, list[SearchResult]] = TTLCache(max_entries, ttl_s, timer=clock)
 
     async def search(self, query: str) -> list[SearchResult]:
         key = " ".join(query.casefold().split())
-        now = self._clock()
         hit = self._entries.get(key)
-        if hit is not None and now - hit[0] < self._ttl_s:
-            self._entries.move_to_end(key)
-            return list(hit[1])
+        if hit is not None:
+            return list(hit)
         results = await self._backend.search(query)
-        self._entries[key] = (now, list(results))
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._max_entries:
-            self._entries.popitem(last=False)
+        self._entries[key] = list(results)
         return results
 
     def close(self) -> None:
