@@ -305,6 +305,8 @@ async def test_health_snapshot(
     primary: FakeOpenAI, secondary: FakeOpenAI, make: MakeFallback, clock: Clock
 ) -> None:
     provider = make()
+    assert isinstance(provider, LLMProvider)
+    assert (provider.model, provider.endpoint) == ("primary-model", host(primary))
     assert [h["state"] for h in provider.health()] == ["unknown", "unknown"]
     primary.fail(500)
     await provider.chat(HELLO)
