@@ -6,6 +6,7 @@ import asyncio
 import logging
 from contextlib import AsyncExitStack
 from dataclasses import replace
+from typing import Any
 
 from bot.commands import Commands
 from bot.config import Settings
@@ -17,7 +18,14 @@ from core.context import ContextBuilder
 from core.context.compaction import CompactionOptions, Compactor
 from core.context.tokens import TokenCounter, get_counter
 from core.delivery import ChannelRoutes
-from core.llm import OPENAI_BASE_URL, LLMProvider, OpenAIProvider, provider_from_config
+from core.llm import (
+    OPENAI_BASE_URL,
+    FallbackProvider,
+    LLMProvider,
+    OpenAIProvider,
+    provider_from_config,
+    with_fallbacks,
+)
 from core.media.vision import VisionReader
 from core.processor import MessageProcessor, ProcessorOptions
 from core.recovery import Recovery, RecoveryOptions
@@ -45,9 +53,14 @@ class App:
         self.routes = ChannelRoutes()
         self.recovery: Recovery | None = None
         self._recovery_stop = asyncio.Event()
+        self._models: dict[str, FallbackProvider] = {}  # "llm", "vision": their endpoints
 
     def health(self) -> dict[str, ChannelHealth]:
         return {channel.name: channel.health() for channel in self.channels}
+
+    def model_health(self) -> dict[str, list[dict[str, Any]]]:
+        """Each model endpoint's state (FallbackProvider.health), for /healthz."""
+        return {name: provider.health() for name, provider in self._models.items()}
 
     async def __aenter__(self) -> App:
         try:
@@ -152,15 +165,21 @@ class App:
         provider = None
         if vision.enabled and vision.mode == "describe":
             key = vision.api_key or llm.api_key
-            provider = OpenAIProvider(
+            primary = OpenAIProvider(
                 base_url=vision.base_url or llm.base_url or OPENAI_BASE_URL,
                 api_key=key.get_secret_value() if key else None,
                 model=vision.model,
                 timeout_s=llm.timeout_s,
                 max_retries=llm.max_retries,
                 temperature=0.2,
+                stream_stall_s=llm.stream_stall_s,
+                config_key="[vision]",
+            )
+            provider = with_fallbacks(
+                primary, llm, entries=vision.fallbacks, section="[vision]", temperature=0.2
             )
             self._stack.push_async_callback(provider.close)
+            self._models["vision"] = provider
         return VisionReader(
             provider,
             enabled=vision.enabled,
@@ -197,6 +216,12 @@ class App:
             raise StartupError(reason)
 
     async def _llm(self) -> LLMProvider:
+        """The configured endpoint (or the embedded model), then [llm] fallbacks."""
+        provider = with_fallbacks(await self._primary_llm(), self.settings.llm)
+        self._models["llm"] = provider
+        return provider
+
+    async def _primary_llm(self) -> OpenAIProvider:
         llm = self.settings.llm
         if self._uses_endpoint():
             return provider_from_config(llm)

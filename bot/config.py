@@ -15,6 +15,7 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
+    BaseModel,
     Field,
     SecretStr,
     ValidationError,
@@ -80,6 +81,21 @@ class BotConfig(Section):
         return value
 
 
+class EndpointConfig(Section):
+    """One `fallbacks` entry: a second OpenAI-compatible endpoint with its own key."""
+
+    base_url: str
+    api_key: SecretStr | None = None  # none: no key is sent (never the primary's)
+    model: str = Field(min_length=1)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value
+
+
 class LlmConfig(Section):
     base_url: str | None = None
     api_key: SecretStr | None = None
@@ -90,6 +106,9 @@ class LlmConfig(Section):
     context_window: int = Field(8192, ge=512)
     reply_tokens: int = Field(1024, ge=16)
     local_model: Path | None = None
+    stream_stall_s: float = Field(30.0, gt=0, le=3600)  # a silent stream counts as a timeout
+    fallbacks: list[EndpointConfig] = []  # tried in order when the one before is down
+    cooldown_s: float = Field(60.0, ge=0, le=86400)  # a failed endpoint is skipped this long
 
 
 class VisionConfig(Section):
@@ -100,6 +119,7 @@ class VisionConfig(Section):
     model: str = "gpt-4o-mini"
     max_bytes: int = Field(10 * 1024 * 1024, ge=1024)
     max_side: int = Field(2048, ge=64, le=8192)  # longer images are downscaled first
+    fallbacks: list[EndpointConfig] = []  # describe mode; cool-down from [llm] cooldown_s
 
 
 class StorageConfig(Section):
@@ -261,9 +281,16 @@ def _one_line(exc: ValidationError) -> str:
 
 def mask_secrets(settings: Settings) -> dict[str, Any]:
     """The effective config as plain data, every secret replaced by '***'."""
-    data = settings.model_dump(mode="json")
-    for section_name, section in settings:
-        for key, value in section:
-            if isinstance(value, SecretStr):
-                data[section_name][key] = "***"
+    masked: dict[str, Any] = _mask(settings, settings.model_dump(mode="json"))
+    return masked
+
+
+def _mask(value: object, data: Any) -> Any:
+    """`data` (value's JSON dump) with each SecretStr, at any depth, shown as '***'."""
+    if isinstance(value, SecretStr):
+        return "***"
+    if isinstance(value, BaseModel):
+        return {key: _mask(getattr(value, key), data[key]) for key in data}
+    if isinstance(value, list):
+        return [_mask(item, dumped) for item, dumped in zip(value, data, strict=True)]
     return data

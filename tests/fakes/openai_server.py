@@ -24,12 +24,21 @@ The default reply is a string or a callable `(request_json) -> str | FakeReply` 
 or async); `echo_last_user` is a ready-made one. `latency_s` delays every answer (load
 tests: 1,000 chats in flight against a 1 s model). `pause()`/`resume()` hold every
 request at the door, and `in_flight` counts requests being served, for concurrency tests.
-`record=False` keeps only `total_requests` (long benchmarks). No streaming: a request
-with `stream: true` gets a 400, so a caller that starts streaming finds out at once.
+`record=False` keeps only `total_requests` (long benchmarks).
+
+Streaming: a request with `"stream": true` gets the same scripted answer as Server-Sent
+Events in OpenAI's chunk format (tests/fakes/openai_stream.py). `fail`, `hang` and
+`drop` act before the stream opens, as a real server's errors would; `StreamShape`
+cuts and paces the stream itself::
+
+    fake.stream_shape = StreamShape(delay_s=0.01)        # every stream: 10 ms per chunk
+    fake.reply("one two three", stream=StreamShape(stall_after=2))  # then silence
+    fake.reply("one two three", stream=StreamShape(drop_after=0))   # headers, then cut
 
 Also runnable as a stand-in model server process:
-`python -m tests.fakes.openai_server --host 127.0.0.1 --port 8000 [--reply TEXT] [--latency S]`
-(unknown llama.cpp-style options are ignored).
+`python -m tests.fakes.openai_server --host 127.0.0.1 --port 8000 [--reply TEXT] [--latency S]
+[--stream-delay S]` (streams pace each piece by S seconds; unknown llama.cpp-style options
+are ignored).
 """
 
 from __future__ import annotations
@@ -48,6 +57,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from tests.fakes.openai_stream import StreamedAnswer, StreamShape, write_stream
 
 DEFAULT_MODEL = "fake-model"
 DEFAULT_REPLY = "This is a reply from the fake model."
@@ -96,6 +107,7 @@ ReplyFn = Callable[[dict[str, Any]], "str | FakeReply | Awaitable[str | FakeRepl
 class _Answer:
     reply: FakeReply | None  # None: use the default strategy
     delay_s: float = 0.0
+    stream: StreamShape | None = None  # None: the server's stream_shape
 
 
 @dataclass(frozen=True)
@@ -152,8 +164,10 @@ class FakeOpenAI:
         host: str = "127.0.0.1",
         port: int = 0,
         record: bool = True,
+        stream_shape: StreamShape | None = None,
     ) -> None:
         self._default = reply
+        self.stream_shape = stream_shape or StreamShape()
         self.model = model
         self.latency_s = latency_s
         self._host = host
@@ -207,19 +221,32 @@ class FakeOpenAI:
         self._default = reply
 
     def reply(
-        self, text: str, *, finish_reason: str = "stop", usage: tuple[int, int] | None = None
+        self,
+        text: str,
+        *,
+        finish_reason: str = "stop",
+        usage: tuple[int, int] | None = None,
+        stream: StreamShape | None = None,
     ) -> None:
-        """Queue one answer with this text (usage = (prompt_tokens, completion_tokens))."""
+        """Queue one answer with this text (usage = (prompt_tokens, completion_tokens));
+        `stream` shapes it when the request streams."""
         p, c = usage if usage else (None, None)
-        self._script.append(_Answer(FakeReply(text, None, finish_reason, p, c)))
+        self._script.append(_Answer(FakeReply(text, None, finish_reason, p, c), stream=stream))
 
-    def reply_tool_calls(self, calls: list[dict[str, Any]], text: str | None = None) -> None:
+    def reply_tool_calls(
+        self,
+        calls: list[dict[str, Any]],
+        text: str | None = None,
+        *,
+        stream: StreamShape | None = None,
+    ) -> None:
         """Queue one answer asking for tool calls.
 
         Each call is `{"name": ..., "arguments": dict | str}` (an id is made up) or a full
         OpenAI tool-call dict `{"id", "type": "function", "function": {...}}`.
         """
-        self._script.append(_Answer(FakeReply(text, [_tool_call(c) for c in calls], "tool_calls")))
+        reply = FakeReply(text, [_tool_call(c) for c in calls], "tool_calls")
+        self._script.append(_Answer(reply, stream=stream))
 
     def fail(
         self,
@@ -322,10 +349,31 @@ class FakeOpenAI:
             return web.Response()  # never written: the transport is gone
         if behaviour.delay_s:
             await self._sleep(behaviour.delay_s)
-        if body.get("stream"):
-            return _error(400, "this fake server does not stream; call without stream=true")
         reply = behaviour.reply or await self._default_reply(body)
+        if body.get("stream"):
+            shape = behaviour.stream or self.stream_shape
+            return await self._stream(request, body, reply, shape)
         return web.json_response(self._completion(body, reply))
+
+    async def _stream(
+        self, request: web.Request, body: dict[str, Any], reply: FakeReply, shape: StreamShape
+    ) -> web.StreamResponse:
+        options = body.get("stream_options") or {}
+        answer = StreamedAnswer(
+            chunk_base={
+                "id": f"chatcmpl-fake{next(self._ids)}",
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": body.get("model", self.model),
+                "system_fingerprint": "fp_fake",
+            },
+            text=reply.text,
+            tool_calls=reply.tool_calls,
+            finish_reason=_finish(reply),
+            usage=_usage(body, reply),
+            include_usage=bool(options.get("include_usage")),
+        )
+        return await write_stream(request, answer, shape, pause=self._sleep, closing=self._closing)
 
     async def _sleep(self, seconds: float) -> None:
         try:
@@ -430,6 +478,7 @@ async def _serve_forever(args: argparse.Namespace) -> None:
         port=args.port,
         latency_s=args.latency,
         record=False,  # a long-running stand-in must not grow without bound
+        stream_shape=StreamShape(delay_s=args.stream_delay),
     ):
         print(f"fake model server listening on {args.host}:{args.port}", flush=True)
         await asyncio.Event().wait()
@@ -443,6 +492,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model_alias", default=None)
     parser.add_argument("--startup-delay", type=float, default=0.0)
     parser.add_argument("--latency", type=float, default=0.0, help="delay every answer (s)")
+    parser.add_argument("--stream-delay", type=float, default=0.0, help="per streamed chunk (s)")
     parser.add_argument("--ignore-sigterm", action="store_true")
     args, _unknown = parser.parse_known_args(argv)
     if args.ignore_sigterm:
