@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from channels.formatting.markdown import new_parser
 from channels.formatting.plain import render_plain
+from channels.formatting.tables import display_width
 
 PARSER = new_parser()
 
@@ -80,6 +81,14 @@ def test_table_is_aligned_rows() -> None:
         "------------------+------+---\n"
         "Ann               | 北京 |  7\n"
         "Bob (https://b.x) | Rome | 12"
+    )
+
+
+def test_table_columns_count_display_width_of_cjk_and_emoji() -> None:
+    widths = {"abc": 3, "你好": 4, "👍🏽": 2, "👨‍👩‍👧": 2, "🇨🇳": 2, "e\u0301": 1}
+    assert {text: display_width(text) for text in widths} == widths
+    assert plain("| x | y |\n|---|---|\n| 👍🏽 | 1 |\n| 你好 | 2 |") == (
+        "x    | y\n-----+--\n👍🏽   | 1\n你好 | 2"
     )
 
 

@@ -17,15 +17,24 @@ _RULE_GAP = "-+-"
 
 
 def display_width(text: str) -> int:
-    """Columns `text` takes in a monospace font: wide/fullwidth count two, marks zero."""
+    """Columns `text` takes in a monospace font: wide/fullwidth count two; marks,
+    variation selectors, skin tones and whatever a zero-width joiner glues on, zero."""
     width = 0
+    joined = False
     for char in text:
-        if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
-            continue
-        if "\ufe00" <= char <= "\ufe0f":  # variation selectors
+        glued, joined = joined, char == "\u200d"
+        if glued or _zero_width(char):
             continue
         width += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
     return width
+
+
+def _zero_width(char: str) -> bool:
+    return (
+        unicodedata.category(char) in ("Mn", "Me", "Cf")
+        or "\ufe00" <= char <= "\ufe0f"
+        or "\U0001f3fb" <= char <= "\U0001f3ff"
+    )
 
 
 def layout_table(rows: list[list[str]], aligns: list[str | None]) -> str:
