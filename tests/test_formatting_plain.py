@@ -49,6 +49,10 @@ def test_links_read_as_text_and_url() -> None:
     )
 
 
+def test_email_autolinks_and_empty_destinations_show_no_extra_url() -> None:
+    assert plain("<ann@example.com> [x](<>)") == "ann@example.com x"
+
+
 def test_link_url_shows_readable_characters() -> None:
     assert plain("[维基](https://zh.wikipedia.org/wiki/你好)") == (
         "维基 (https://zh.wikipedia.org/wiki/你好)"

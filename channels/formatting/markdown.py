@@ -224,7 +224,7 @@ class _Walker:
                 out.write(display)
             elif _scheme(href) in self._style.link_schemes and _linkable(href):
                 out.add_span(LINK, start, url=href)
-            elif text not in (href, display):
+            elif display and text not in (href, display, display.removeprefix("mailto:")):
                 out.write(f" ({display})")
 
     def _display_url(self, url: str) -> str:
