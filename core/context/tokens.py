@@ -150,8 +150,8 @@ def resolve_encoding(name: str | None) -> str:
 def get_counter(name: str | None = None, *, backend: Backend = "auto") -> TokenCounter:
     """Return a token counter for an encoding or model name (default o200k_base).
 
-    backend="auto" tries bpe-openai's Rust counter, then tiktoken built from the shipped
-    rank files, then falls back to `EstimateCounter` with a warning. Naming a backend
+    backend="auto" tries bpe-openai's public `Encoding` (Rust), then tiktoken built from
+    the rank files bpe-openai ships (see `core.context.bpe`), then falls back to `EstimateCounter` with a warning. Naming a backend
     makes it mandatory (TokenizerUnavailable if it cannot load). Nothing is downloaded.
     """
     encoding = resolve_encoding(name)
