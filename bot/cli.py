@@ -9,6 +9,7 @@ import logging
 import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from bot.config import ConfigError, Settings, config_path, load_config, mask_secrets
 from bot.errors import StartupError
@@ -24,13 +25,36 @@ def _version() -> str:
         return "unknown"
 
 
+class CommandParser(argparse.ArgumentParser):
+    """A parser for chatterd or one of its subcommands; every one takes the global options.
+
+    Subcommand parsers are made with the parent's class (argparse's default
+    `parser_class`), so each level, nested ones included (`chatterd memory list`), accepts
+    `--config` and `--log-level` and lists them in its `--help`: a systemd unit or a Docker
+    CMD can write `chatterd run --config FILE`. The options default to "not given" on every
+    level, and a deeper level's values are copied over the upper one's, so a value typed
+    after the subcommand wins over one typed before it.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        options = self.add_argument_group("global options (before or after the subcommand)")
+        options.add_argument(
+            "--config",
+            default=argparse.SUPPRESS,
+            help="path to config.toml (default: $CHATTERD_CONFIG or ./config.toml)",
+        )
+        options.add_argument(
+            "--log-level",
+            default=argparse.SUPPRESS,
+            help="DEBUG, INFO, WARNING (default INFO)",
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="chatterd", description="Chat-bot agent daemon.")
+    parser = CommandParser(prog="chatterd", description="Chat-bot agent daemon.")
+    parser.set_defaults(config=None, log_level="INFO")
     parser.add_argument("--version", action="version", version=f"chatterd {_version()}")
-    parser.add_argument(
-        "--config", help="path to config.toml (default: $CHATTERD_CONFIG or ./config.toml)"
-    )
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("run", help="run the daemon with every enabled channel")
     sub.add_parser("chat", help="talk to the bot in this terminal")

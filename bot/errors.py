@@ -1,33 +1,10 @@
-"""Errors a user may see: each carries a short, safe sentence, never a stack trace."""
+"""The one error the daemon stops on at startup, shared by `bot.app` and the command line.
+
+It lives apart from `bot.app` so that `bot.cli` can catch it without importing the whole
+application (channels, model client) for commands such as `config check`.
+"""
 
 from __future__ import annotations
-
-
-class UserFacingError(Exception):
-    """Base: `user_message` is safe to send to a chat; str(exc) is for the operator log."""
-
-    user_message = "Sorry, something went wrong on my side. Please try again in a moment."
-
-    def __init__(self, detail: str = "", user_message: str | None = None) -> None:
-        super().__init__(detail or self.user_message)
-        if user_message is not None:
-            self.user_message = user_message
-
-
-class ModelUnavailable(UserFacingError):
-    user_message = "Sorry, I can't reach my language model right now. Please try again shortly."
-
-
-class ModelBusy(UserFacingError):
-    user_message = "Sorry, I'm getting too many requests right now. Please try again in a minute."
-
-
-class ShuttingDown(UserFacingError):
-    user_message = "I'm restarting right now; please send that again in a moment."
-
-
-class PermissionDenied(UserFacingError):
-    user_message = "Only the bot's admins can do that."
 
 
 class StartupError(Exception):

@@ -7,6 +7,9 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
+from bot.cli import main
 from bot.commands import Commands
 from memory.service import MemoryService
 from memory.store import open_storage
@@ -165,3 +168,115 @@ async def test_run_without_any_model_exits_2_with_advice(tmp_path: Path) -> None
     code, _, err = await run_cli(["run"], env)
     assert code == 2
     assert "[llm]" in err and len(err.strip().splitlines()) == 1
+
+
+# -- global options before or after the subcommand -----------------------------------------
+
+CHATTERD = Path(sys.executable).with_name("chatterd")  # the installed console script
+
+
+async def run_chatterd(
+    args: list[str], env: dict[str, str], stdin: str = ""
+) -> tuple[int, str, str]:
+    """The real `chatterd` entry point, as a systemd unit or a Docker CMD runs it."""
+    assert CHATTERD.is_file(), f"install the project first (pip install -e .): {CHATTERD}"
+    proc = await asyncio.create_subprocess_exec(
+        str(CHATTERD),
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=str(Path(__file__).parent.parent),
+    )
+    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 60)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+def write_config(path: Path, name: str, tmp_path: Path, llm: str = "") -> Path:
+    path.write_text(
+        f'[bot]\nname = "{name}"\nworkspace = "{tmp_path / "workspace"}"\n'
+        f'[storage]\nurl = "sqlite+aiosqlite:///{tmp_path / (name + ".sqlite")}"\n'
+        f"[http]\nenabled = false\n[llm]\n{llm}",
+        encoding="utf-8",
+    )
+    return path
+
+
+def clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("CHATTERD_", "OPENAI_"))}
+
+
+async def test_config_option_after_the_subcommand_wins(tmp_path: Path) -> None:
+    env = clean_env()
+    first = write_config(tmp_path / "first.toml", "FromFirst", tmp_path)
+    second = write_config(tmp_path / "second.toml", "FromSecond", tmp_path)
+    code, out, err = await run_chatterd(["config", "check", "--config", str(first)], env)
+    assert code == 0, err
+    assert '"name": "FromFirst"' in out
+    code, out, err = await run_chatterd(
+        ["--config", str(first), "config", "check", "--config", str(second)], env
+    )
+    assert code == 0, err
+    assert '"name": "FromSecond"' in out and "FromFirst" not in out
+    code, out, err = await run_chatterd(["--config", str(first), "config", "check"], env)
+    assert code == 0 and '"name": "FromFirst"' in out
+
+
+async def test_nested_subcommands_take_config_and_log_level_after(tmp_path: Path) -> None:
+    env = clean_env()
+    config = write_config(tmp_path / "x.toml", "Nested", tmp_path)
+    code, out, err = await run_chatterd(["db", "upgrade", "--config", str(config)], env)
+    assert code == 0, err
+    assert (tmp_path / "Nested.sqlite").exists()  # the database named in x.toml
+    args = ["memory", "add", "--user", "telegram:1", "likes", "tea", "--config", str(config)]
+    code, out, err = await run_chatterd(args, env)
+    assert code == 0 and "added" in out, err
+    args = ["memory", "list", "--user", "telegram:1", "--config", str(config)]
+    code, out, err = await run_chatterd([*args, "--log-level", "DEBUG"], env)
+    assert code == 0 and "likes tea" in out, err
+    assert " DEBUG " in err  # asyncio's "Using selector" line, shown only at DEBUG
+    code, out, err = await run_chatterd(
+        ["--log-level", "DEBUG", *args, "--log-level", "WARNING"], env
+    )
+    assert code == 0 and "likes tea" in out
+    assert " DEBUG " not in err
+
+
+async def test_run_and_chat_read_the_config_given_after_the_subcommand(tmp_path: Path) -> None:
+    env = clean_env()
+    gguf = tmp_path / "named-in-config.gguf"
+    config = write_config(tmp_path / "run.toml", "Runner", tmp_path, f'local_model = "{gguf}"\n')
+    code, _, err = await run_chatterd(["run", "--config", str(config)], env)
+    assert code == 2 and str(gguf) in err  # the daemon stopped on the model named in run.toml
+    async with FakeOpenAI(reply=echo_last_user) as fake:
+        llm = f'base_url = "{fake.base_url}"\napi_key = "sk-test"\nmodel = "fake-model"\n'
+        config = write_config(tmp_path / "chat.toml", "Mochi", tmp_path, llm)
+        code, out, err = await run_chatterd(["chat", "--config", str(config)], env, "hi there\n")
+        assert code == 0, err
+        assert "hi there" in out
+        assert "Mochi" in fake.requests[0]["messages"][0]["content"]
+
+
+SUBCOMMANDS = [
+    ["run"],
+    ["chat"],
+    ["db"],
+    ["db", "upgrade"],
+    ["config"],
+    ["config", "check"],
+    ["memory"],
+    *(["memory", action] for action in ("list", "add", "forget", "clear", "export", "import")),
+]
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS, ids=" ".join)
+def test_every_subcommand_help_shows_the_global_options(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main([*command, "--help"])
+    assert stopped.value.code == 0
+    shown = capsys.readouterr().out
+    assert f"usage: chatterd {' '.join(command)}" in shown
+    assert "--config CONFIG" in shown and "--log-level LOG_LEVEL" in shown

@@ -9,6 +9,8 @@ from xml.etree import ElementTree
 
 import pytest
 
+from core.context import ContextBuilder
+from core.workspace.files import ensure_workspace
 from core.workspace.skills import (
     SkillsLoader,
     parse_frontmatter,
@@ -119,6 +121,50 @@ def test_nanobot_style_metadata_requires(tmp_path: Path) -> None:
     )
     [skill] = SkillsLoader(tmp_path, which=no_bins).list_skills()
     assert skill.always and skill.missing == ("bin:gh",)
+
+
+LOOSE_REQUIREMENTS = {
+    "requires with no value": "requires:\n",
+    "bins: null": "requires:\n  bins: null\n  env:\n",
+    "null and empty entries": 'requires:\n  bins: [null, ""]\n  env: [null]\n',
+    "bare and empty block items": "requires:\n  bins:\n    -\n    - ''\n  env: [~, ' ']\n",
+    "nanobot metadata": 'metadata: {"nanobot": {"requires": {"bins": [null, ""], "env": [~]}}}\n',
+    "not valid YAML (fallback reader)": 'description: a: b\nrequires:\n  bins: [null, ""]\n',
+}
+
+
+@pytest.mark.parametrize("requires", LOOSE_REQUIREMENTS.values(), ids=LOOSE_REQUIREMENTS.keys())
+def test_loosely_written_requirements_require_nothing(tmp_path: Path, requires: str) -> None:
+    write_skill(tmp_path, "loose", f"---\nname: loose\n{requires}---\nbody\n")
+    [skill] = SkillsLoader(tmp_path, which=no_bins, environ={}).list_skills()
+    assert skill.bins == () and skill.env == ()
+    assert skill.missing == () and skill.available
+
+
+def test_real_requirements_beside_empty_entries_are_still_checked(tmp_path: Path) -> None:
+    write_skill(
+        tmp_path,
+        "video",
+        '---\nname: video\ndescription: d\nrequires:\n  bins: [null, "", ffmpeg]\n'
+        "  env: [null, VIDEO_KEY, '']\n---\n",
+    )
+    [skill] = SkillsLoader(tmp_path, which=no_bins, environ={}).list_skills()
+    assert skill.bins == ("ffmpeg",) and skill.env == ("VIDEO_KEY",)
+    assert skill.missing == ("bin:ffmpeg", "env:VIDEO_KEY") and not skill.available
+
+
+def test_always_skill_with_empty_bins_is_in_the_prompt(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    ensure_workspace(root, "Mochi")
+    write_skill(
+        root / "skills",
+        "greet",
+        '---\nname: greet\ndescription: d\nalways: true\nrequires:\n  bins: [null, ""]\n---\n'
+        "GREET EVERYONE BY NAME\n",
+    )
+    loader = SkillsLoader(root / "skills", which=no_bins, environ={})
+    prompt = ContextBuilder(root, skills=loader).build_system_prompt()
+    assert "GREET EVERYONE BY NAME" in prompt
 
 
 def test_summary_xml_escapes_and_points_to_file(tmp_path: Path) -> None:

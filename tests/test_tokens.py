@@ -1,4 +1,4 @@
-"""core/context/tokens.py: exact offline counts, equal to tiktoken's own encodings; the estimate."""
+"""core/context/tokens.py and bpe.py: exact offline counts equal to tiktoken's; the estimate."""
 
 from __future__ import annotations
 
@@ -14,19 +14,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.context.bpe import ENCODINGS, BpeOpenAICounter, TiktokenCounter, shipped_rank_file
 from core.context.tokens import (
-    ENCODINGS,
     IMAGE_TOKENS,
     IMAGE_TOKENS_LOW,
-    BpeOpenAICounter,
     EstimateCounter,
-    TiktokenCounter,
     TokenCounter,
     count_messages,
     get_counter,
     message_tokens,
     resolve_encoding,
-    shipped_rank_file,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,6 +129,14 @@ def test_long_pathological_inputs_are_fast_and_exact(
     assert elapsed < 1.0, f"{elapsed:.3f}s for 100k chars"
 
 
+@pytest.mark.parametrize("text", ["a" * 1_000_000, " a" * 250_000], ids=["1M chars", "250k tokens"])
+def test_texts_bpe_openai_refuses_are_still_counted_exactly(
+    reference: dict[str, object], text: str
+) -> None:
+    """bpe-openai refuses a million characters or 200,000 tokens; those go to tiktoken."""
+    assert BpeOpenAICounter("o200k_base").count(text) == ref_count(reference, "o200k_base", text)
+
+
 def test_get_counter_names_and_errors() -> None:
     assert get_counter().name == "o200k_base"
     assert isinstance(get_counter(), TokenCounter)
@@ -154,7 +159,7 @@ def test_get_counter_names_and_errors() -> None:
 
 def _run(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, "-W", "error", "-c", code],
         cwd=ROOT,
         env={**os.environ, **(env or {})},
         capture_output=True,
@@ -189,7 +194,8 @@ import logging, sys
 sys.modules["bpe_openai"] = None
 sys.modules["tiktoken"] = None
 logging.basicConfig(level=logging.WARNING)
-from core.context.tokens import get_counter, TokenizerUnavailable
+from core.context.bpe import TokenizerUnavailable
+from core.context.tokens import get_counter
 c = get_counter()
 print(type(c).__name__, c.exact, c.count("今天天气很好"))
 try:

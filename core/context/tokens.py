@@ -1,30 +1,24 @@
-"""Token counting for the context engine: exact BPE counts, offline, or a labelled estimate.
+"""Token counting for the context engine: choosing a counter, and what a message costs.
 
 Why this module exists: every budget decision in chatterd rests on token counts, so they
-must be exact (the model's own tokenizer) and must work on a machine with no internet.
-`tiktoken.get_encoding` downloads its rank file on first use, so we never call it; the
-`bpe-openai` package ships the o200k_base/cl100k_base rank files (byte-identical to the
-ones tiktoken pins by sha256) and a Rust counter built from them. Where neither can be
-loaded we fall back to a CJK-aware estimate that says so (`exact=False`).
+must be exact (the model's own tokenizer, see `core.context.bpe`) and must work on a
+machine with no internet. Where no exact tokenizer can be loaded we fall back to a
+CJK-aware estimate that says so (`exact=False`). The chat-format arithmetic (per-message
+framing, names, image parts, the reply primer) lives here too, so every caller counts a
+request the same way.
 """
 
 from __future__ import annotations
 
-import base64
-import gzip
-import hashlib
-import importlib.machinery
-import importlib.util
 import json
 import logging
 import math
 import string
-import sys
 from collections.abc import Iterable, Mapping
-from functools import cache
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, runtime_checkable
+
+from core.context.bpe import ENCODINGS, BpeOpenAICounter, TiktokenCounter, TokenizerUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -47,54 +41,6 @@ REPLY_PRIMER_TOKENS = 3
 IMAGE_TOKENS = 765
 IMAGE_TOKENS_LOW = 85
 
-# Pretokenizer patterns and special tokens of the two encodings, as published by
-# OpenAI in tiktoken_ext/openai_public.py; the sha256 values are the hashes tiktoken pins
-# for the decompressed rank files. tests/test_tokens.py checks all of this against
-# tiktoken's own registry.
-_O200K_PAT = "|".join(
-    [
-        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-        r"""\p{N}{1,3}""",
-        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-        r"""\s*[\r\n]+""",
-        r"""\s+(?!\S)""",
-        r"""\s+""",
-    ]
-)
-_CL100K_PAT = (
-    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++"""
-    r"""[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
-)
-ENCODINGS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
-    {
-        "o200k_base": MappingProxyType(
-            {
-                "pat_str": _O200K_PAT,
-                "special_tokens": MappingProxyType(
-                    {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
-                ),
-                "sha256": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
-            }
-        ),
-        "cl100k_base": MappingProxyType(
-            {
-                "pat_str": _CL100K_PAT,
-                "special_tokens": MappingProxyType(
-                    {
-                        "<|endoftext|>": 100257,
-                        "<|fim_prefix|>": 100258,
-                        "<|fim_middle|>": 100259,
-                        "<|fim_suffix|>": 100260,
-                        "<|endofprompt|>": 100276,
-                    }
-                ),
-                "sha256": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
-            }
-        ),
-    }
-)
-
 # Model-name prefixes -> encoding (longest-specific first: "gpt-4o" before "gpt-4").
 _MODEL_PREFIXES: tuple[tuple[str, str], ...] = (
     ("gpt-4o", "o200k_base"),
@@ -116,10 +62,6 @@ _MODEL_PREFIXES: tuple[tuple[str, str], ...] = (
 Backend = Literal["auto", "bpe_openai", "tiktoken"]
 
 
-class TokenizerUnavailable(RuntimeError):
-    """The requested exact tokenizer cannot be loaded on this machine (never downloaded)."""
-
-
 @runtime_checkable
 class TokenCounter(Protocol):
     """Counts tokens of plain text. `exact` says whether the count is the model tokenizer's.
@@ -133,64 +75,6 @@ class TokenCounter(Protocol):
     exact: bool
 
     def count(self, text: str) -> int: ...
-
-
-def _scrub_surrogates(text: str) -> str:
-    """Lone surrogates cannot be UTF-8 encoded; replace them as tiktoken does."""
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-
-
-class BpeOpenAICounter:
-    """Exact counts from bpe-openai's Rust tokenizer (rank data compiled into the wheel).
-
-    Measured on this project's 2-core machine: about 3x faster than tiktoken on chat-sized
-    text and 10-30x faster on pathological runs (100k identical characters).
-    """
-
-    exact = True
-    pretokenized = True
-    backend = "bpe_openai"
-
-    def __init__(self, encoding: str = DEFAULT_ENCODING) -> None:
-        if encoding not in ENCODINGS:
-            raise ValueError(f"unknown encoding {encoding!r}; known: {sorted(ENCODINGS)}")
-        self.name = encoding
-        self._tokenizer = _load_bpe_openai(encoding)
-
-    def count(self, text: str) -> int:
-        if not isinstance(text, str):
-            raise TypeError(f"count() needs str, not {type(text).__name__}")
-        try:
-            return int(self._tokenizer.count(text))
-        except UnicodeEncodeError:
-            return int(self._tokenizer.count(_scrub_surrogates(text)))
-
-    def __repr__(self) -> str:
-        return f"BpeOpenAICounter({self.name!r})"
-
-
-class TiktokenCounter:
-    """Exact counts from tiktoken, built from the rank files bpe-openai ships (no download)."""
-
-    exact = True
-    pretokenized = True
-    backend = "tiktoken"
-
-    def __init__(self, encoding: str = DEFAULT_ENCODING) -> None:
-        if encoding not in ENCODINGS:
-            raise ValueError(f"unknown encoding {encoding!r}; known: {sorted(ENCODINGS)}")
-        self.name = encoding
-        self.encoding = _load_tiktoken(encoding)
-
-    def count(self, text: str) -> int:
-        if not isinstance(text, str):
-            raise TypeError(f"count() needs str, not {type(text).__name__}")
-        # encode_ordinary: special-token text typed by a user is counted as plain text,
-        # exactly as the API treats it.
-        return len(self.encoding.encode_ordinary(text))
-
-    def __repr__(self) -> str:
-        return f"TiktokenCounter({self.name!r})"
 
 
 class EstimateCounter:
@@ -241,101 +125,6 @@ _DROP_DIGITS = MappingProxyType(str.maketrans("", "", string.digits))
 _DROP_SPACE = MappingProxyType(str.maketrans("", "", " \t\r\n\x0b\x0c"))
 
 
-def _bpe_openai_dir() -> Path:
-    """bpe-openai's install directory, found without importing the package.
-
-    Importing `bpe_openai` eagerly parses all its rank files into Python dicts (seconds,
-    ~150 MB, and a DeprecationWarning); we need only its compiled tokenizer and data.
-    """
-    try:
-        spec = importlib.util.find_spec("bpe_openai")
-    except (ImportError, ValueError) as exc:
-        raise TokenizerUnavailable(f"bpe-openai is not installed: {exc}") from exc
-    if spec is None or not spec.submodule_search_locations:
-        raise TokenizerUnavailable("bpe-openai is not installed")
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def shipped_rank_file(encoding: str) -> Path:
-    """Path of the gzipped rank file bpe-openai ships for `encoding`."""
-    path = _bpe_openai_dir() / "data" / f"{encoding}.tiktoken.gz"
-    if not path.is_file():
-        raise TokenizerUnavailable(f"no shipped rank file for {encoding} at {path}")
-    return path
-
-
-@cache
-def _bpe_openai_bindings() -> Any:
-    name = "bpe_openai._bindings"
-    loaded = sys.modules.get(name)
-    if loaded is not None:
-        return loaded
-    folder = _bpe_openai_dir()
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        path = folder / f"_bindings{suffix}"
-        if path.is_file():
-            break
-    else:
-        raise TokenizerUnavailable(f"bpe-openai's compiled tokenizer is missing in {folder}")
-    loader = importlib.machinery.ExtensionFileLoader(name, str(path))
-    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
-    if spec is None:
-        raise TokenizerUnavailable(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    sys.modules[name] = module  # a later `import bpe_openai` reuses it (PyO3 loads once)
-    return module
-
-
-@cache
-def _load_bpe_openai(encoding: str) -> Any:
-    """Load bpe-openai's Rust tokenizer once per process (about 0.9 s for o200k_base)."""
-    try:
-        return _bpe_openai_bindings().tokenizer_for_encoding(encoding)
-    except TokenizerUnavailable:
-        raise
-    except Exception as exc:  # ImportError, or the Rust side's own error types
-        raise TokenizerUnavailable(f"bpe-openai cannot load {encoding}: {exc}") from exc
-
-
-@cache
-def _load_mergeable_ranks(encoding: str) -> dict[bytes, int]:
-    """The encoding's BPE ranks from bpe-openai's shipped rank file, checked by sha256."""
-    spec = ENCODINGS.get(encoding)
-    if spec is None:
-        raise ValueError(f"unknown encoding {encoding!r}; known: {sorted(ENCODINGS)}")
-    try:
-        data = gzip.decompress(shipped_rank_file(encoding).read_bytes())
-    except (OSError, EOFError) as exc:
-        raise TokenizerUnavailable(f"cannot read the rank file for {encoding}: {exc}") from exc
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != spec["sha256"]:
-        raise TokenizerUnavailable(
-            f"rank file for {encoding} has sha256 {digest}, expected {spec['sha256']}"
-        )
-    ranks: dict[bytes, int] = {}
-    for line in data.splitlines():
-        if line:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
-    return ranks
-
-
-@cache
-def _load_tiktoken(encoding: str) -> Any:
-    try:
-        import tiktoken
-    except ImportError as exc:
-        raise TokenizerUnavailable(f"tiktoken is not installed: {exc}") from exc
-    spec = ENCODINGS[encoding]
-    return tiktoken.Encoding(
-        encoding,
-        pat_str=spec["pat_str"],
-        mergeable_ranks=_load_mergeable_ranks(encoding),
-        special_tokens=dict(spec["special_tokens"]),
-    )
-
-
 def resolve_encoding(name: str | None) -> str:
     """Map a tokenizer setting (encoding name, OpenAI model name, or "estimate") to a name.
 
@@ -361,9 +150,9 @@ def resolve_encoding(name: str | None) -> str:
 def get_counter(name: str | None = None, *, backend: Backend = "auto") -> TokenCounter:
     """Return a token counter for an encoding or model name (default o200k_base).
 
-    backend="auto" tries bpe-openai's Rust counter, then tiktoken built from the shipped
-    rank files, then falls back to `EstimateCounter` with a warning. Naming a backend
-    makes it mandatory (TokenizerUnavailable if it cannot load). Nothing is downloaded.
+    backend="auto" tries bpe-openai's public `Encoding` (Rust), then tiktoken built from
+    the rank files bpe-openai ships (see `core.context.bpe`), then falls back to
+    `EstimateCounter` with a warning. Naming a backend makes it mandatory (TokenizerUnavailable if it cannot load). Nothing is downloaded.
     """
     encoding = resolve_encoding(name)
     if encoding == ESTIMATE:
@@ -448,21 +237,16 @@ def count_messages(
 
 __all__ = [
     "DEFAULT_ENCODING",
-    "ENCODINGS",
     "ESTIMATE",
     "IMAGE_TOKENS",
     "IMAGE_TOKENS_LOW",
     "REPLY_PRIMER_TOKENS",
     "TOKENS_PER_MESSAGE",
     "TOKENS_PER_NAME",
-    "BpeOpenAICounter",
     "EstimateCounter",
-    "TiktokenCounter",
     "TokenCounter",
-    "TokenizerUnavailable",
     "count_messages",
     "get_counter",
     "message_tokens",
     "resolve_encoding",
-    "shipped_rank_file",
 ]

@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 SKILL_FILE = "SKILL.md"
 _FRONTMATTER = re.compile(r"\A\ufeff?---[ \t]*\n(.*?)\n---[ \t]*(?:\n|\Z)", re.DOTALL)
 _TRUE = {"true", "yes", "on", "1"}
+_NULL = {"null", "~"}  # YAML's spellings of "no value", for the fallback reader
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +129,8 @@ def _scalar(value: str) -> Any:
         return [_scalar(v) for v in value[1:-1].split(",") if v.strip()]
     if value.lower() in ("true", "false"):
         return value.lower() == "true"
+    if value.lower() in _NULL:
+        return None
     return value
 
 
@@ -138,13 +141,19 @@ def _as_bool(value: Any) -> bool:
 
 
 def _as_names(value: Any) -> tuple[str, ...]:
-    if value is None or value == "" or value == {}:
+    """A requirement list as written by hand: a list, a "a, b" string, or nothing at all.
+
+    Null and empty entries (`bins: null`, `bins: [null, ""]`, `env: [~]`, a bare `-`)
+    name nothing, so they require nothing; nanobot reads them the same way.
+    """
+    if value is None:
         return ()
     if isinstance(value, str):
         value = value.replace(",", " ").split()
     if not isinstance(value, Iterable):
-        return (str(value),)
-    return tuple(str(v).strip() for v in value if str(v).strip())
+        value = (value,)
+    names = (str(v).strip() for v in value if v is not None)
+    return tuple(name for name in names if name)
 
 
 def _requires(meta: Mapping[str, Any]) -> Mapping[str, Any]:
