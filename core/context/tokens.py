@@ -152,7 +152,8 @@ def get_counter(name: str | None = None, *, backend: Backend = "auto") -> TokenC
 
     backend="auto" tries bpe-openai's public `Encoding` (Rust), then tiktoken built from
     the rank files bpe-openai ships (see `core.context.bpe`), then falls back to
-    `EstimateCounter` with a warning. Naming a backend makes it mandatory (TokenizerUnavailable if it cannot load). Nothing is downloaded.
+    `EstimateCounter` with a warning. Naming a backend makes it mandatory
+    (TokenizerUnavailable if it cannot load). Nothing is downloaded.
     """
     encoding = resolve_encoding(name)
     if encoding == ESTIMATE:
