@@ -161,23 +161,30 @@ class MessageProcessor:
         return chat_key in self._live
 
     async def resume(self, entry: IntakeEntry) -> bool:
-        """Recovery: answer a `pending` message a dead process accepted. False: skipped."""
+        """Recovery: answer a `pending` message a dead process accepted. False: skipped.
+
+        `entry` is a snapshot from the sweep's read; the row is read again under the
+        chat lock, so a message answered meanwhile (here or on another replica) is left
+        alone before any slow step (image download, vision, the model).
+        """
         if self._closing or self.is_busy(entry.chat_key):
             return False
-        if entry.attempts >= MAX_ATTEMPTS:
-            log.error(
-                "giving up on message %s in %s: %d attempts died without an answer",
-                entry.platform_message_id,
-                entry.chat_key,
-                entry.attempts,
-            )
-            await self._store.intake.move(entry.id, "failed", expected=["pending"])
-            return True
-        message = restored_message(entry, self._routes)
         async with self._store.try_chat_lock(entry.platform, entry.chat_id) as free:
             if not free:
                 return False
-            await self._run(entry, message, late=True, locked=True)
+            fresh = await self._store.intake.get(entry.id)
+            if fresh is None or fresh.state != "pending" or self.is_busy(entry.chat_key):
+                return False
+            if fresh.attempts >= MAX_ATTEMPTS:
+                log.error(
+                    "giving up on message %s in %s: %d attempts died without an answer",
+                    fresh.platform_message_id,
+                    fresh.chat_key,
+                    fresh.attempts,
+                )
+                await self._store.intake.move(fresh.id, "failed", expected=["pending"])
+                return True
+            await self._run(fresh, restored_message(fresh, self._routes), late=True, locked=True)
         return True
 
     async def redeliver(self, entry: IntakeEntry) -> bool:

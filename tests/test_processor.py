@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,8 @@ from core.context.compaction import CompactionOptions, Compactor
 from core.context.tokens import get_counter
 from core.delivery import ChannelRoutes
 from core.llm import OpenAIProvider
-from core.messages import ChatType, InboundMessage, OutboundMessage, Reply, Sent
+from core.media.vision import ImageNotes
+from core.messages import ChatType, ImageRef, InboundMessage, OutboundMessage, Reply, Sent
 from core.processor import APOLOGY, MessageProcessor, ProcessorOptions, ShuttingDown
 from core.tools.loop import ToolLoop, default_registry
 from core.triggers import TriggerPolicy
@@ -343,3 +344,29 @@ async def test_shutdown_cancels_a_turn_that_outlives_the_timeout(rig: Rig) -> No
     assert await rig.processor.shutdown(0.05) == 1
     with pytest.raises(asyncio.CancelledError):
         await running
+
+
+async def test_recovery_leaves_a_message_answered_since_its_snapshot_alone(rig: Rig) -> None:
+    """The sweep read the row while it was pending; by the time recovery gets the chat,
+    the live path has answered it. Nothing is fetched, asked or sent again."""
+    outlet = RecordingOutlet()
+    routes = ChannelRoutes()
+    routes.add(outlet)
+    reads: list[InboundMessage] = []
+
+    async def read_images(message: InboundMessage) -> ImageNotes:
+        reads.append(message)
+        return ImageNotes(notes=["a cat"])
+
+    processor = rig.processor_with(routes=routes, read_images=read_images)
+    image = ImageRef(fetch=_never_fetched, locator="file-1")
+    assert await processor.handle(msg("look", mid="9", images=(image,))) is None
+    entry = await rig.storage.intake.by_message("telegram", "1", "9")
+    assert entry is not None and entry.state == "delivered"
+    stale = replace(entry, state="pending", user_turn_id=None, reply_turn_id=None)
+    assert await processor.resume(stale) is False
+    assert (len(reads), rig.fake.total_requests, len(outlet.sent)) == (1, 1, 1)
+
+
+async def _never_fetched() -> bytes:
+    raise AssertionError("the reader in this test does not fetch")
