@@ -44,6 +44,10 @@ class ChatSerializer:
                 del self._waiters[chat_key]
                 del self._locks[chat_key]
 
+    def busy(self, chat_key: str) -> bool:
+        """A turn of this chat is in flight or waiting here."""
+        return chat_key in self._locks
+
     @property
     def active_chats(self) -> int:
         return len(self._locks)

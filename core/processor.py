@@ -17,7 +17,7 @@ from core.delivery import ChannelRoutes
 from core.inject import inject
 from core.llm import LLMError, LLMProvider
 from core.media.vision import NOT_DESCRIBED, ImageNotes
-from core.messages import DeliveryError, InboundMessage
+from core.messages import DeliveryError, InboundMessage, OutboundMessage
 from core.ordering import ChatSerializer, TaskTracker
 from core.tools.loop import ToolLoop
 from core.tools.registry import ToolContext
@@ -133,7 +133,6 @@ class MessageProcessor:
         self._read_images = read_images
         self._compactor = compactor
         self._routes = routes
-        self._live: dict[str, int] = {}  # chat key -> accepted messages of it in flight here
         self._background: set[asyncio.Task[None]] = set()
         self._tool_guide = tool_loop.guide() if tool_loop else ""
         self._serial = ChatSerializer(self._options.max_in_flight)
@@ -158,7 +157,7 @@ class MessageProcessor:
 
     def is_busy(self, chat_key: str) -> bool:
         """Accepted messages of this chat are in flight (or queued) in this process."""
-        return chat_key in self._live
+        return self._serial.busy(chat_key)
 
     async def resume(self, entry: IntakeEntry) -> bool:
         """Recovery: answer a `pending` message a dead process accepted. False: skipped.
@@ -189,7 +188,7 @@ class MessageProcessor:
 
     async def redeliver(self, entry: IntakeEntry) -> bool:
         """Recovery: send an `answered` reply that never went out. False: skipped."""
-        if self._closing or self.is_busy(entry.chat_key) or not self._can_deliver(entry):
+        if self._closing or self.is_busy(entry.chat_key) or not self._delivers(entry.platform):
             return False
         if entry.reply_turn_id is None:
             return False
@@ -202,10 +201,6 @@ class MessageProcessor:
                 return fresh is not None and fresh.state != "answered"
             message = restored_message(entry, self._routes)
             return await self._deliver(entry.id, reply_for(message, reply.content, late=True))
-
-    def _can_deliver(self, entry: IntakeEntry) -> bool:
-        """Only messages whose channel runs here can be finished here."""
-        return self._routes is not None and self._routes.can_send(entry.platform)
 
     async def _duplicate(self, message: InboundMessage) -> str | None:
         """A re-delivered message: nothing new is answered. A caller that must deliver the
@@ -241,20 +236,11 @@ class MessageProcessor:
     async def _run(
         self, entry: IntakeEntry, message: InboundMessage, *, late: bool, locked: bool = False
     ) -> str | None:
-        key = message.chat_key
-        self._live[key] = self._live.get(key, 0) + 1
-        try:
-            async with self._tasks.track(), self._serial.turn(key):
-                if locked:
-                    return await self._answer_entry(entry, message, late)
-                async with self._store.chat_lock(message.platform, message.chat_id):
-                    return await self._answer_entry(entry, message, late)
-        finally:
-            left = self._live[key] - 1
-            if left:
-                self._live[key] = left
-            else:
-                del self._live[key]
+        async with self._tasks.track(), self._serial.turn(message.chat_key):
+            if locked:
+                return await self._answer_entry(entry, message, late)
+            async with self._store.chat_lock(message.platform, message.chat_id):
+                return await self._answer_entry(entry, message, late)
 
     async def remember_context(self, message: InboundMessage) -> None:
         """Store a group message that did not trigger the bot, so later turns see it."""
@@ -368,7 +354,7 @@ class MessageProcessor:
             log.warning("apology to %s not delivered: %s", message.chat_key, exc)
         return None
 
-    async def _deliver(self, entry_id: int, outbound: Any) -> bool:
+    async def _deliver(self, entry_id: int, outbound: OutboundMessage) -> bool:
         """Send through the channel; `delivered` once the platform confirmed it."""
         assert self._routes is not None
         try:

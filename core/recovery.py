@@ -120,19 +120,16 @@ class Recovery:
         if not self.enabled:
             log.info("recovery: off ([bot] recover_within_s = 0)")
             return
+        interval = self._options.interval_s
         while not stop.is_set():
             try:
                 await self.sweep()
             except Exception:
-                log.exception("recovery: sweep failed; trying again in %.0fs", self._interval)
+                log.exception("recovery: sweep failed; trying again in %.0fs", interval)
             try:
-                await asyncio.wait_for(stop.wait(), self._interval)
+                await asyncio.wait_for(stop.wait(), interval)
             except TimeoutError:
                 pass
-
-    @property
-    def _interval(self) -> float:
-        return self._options.interval_s
 
     async def health(self) -> dict[str, float | int | None]:
         """The `turns` part of /healthz."""

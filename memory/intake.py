@@ -137,23 +137,6 @@ class IntakeStore:
         row = await self._db.read(lambda conn: conn.execute(query).first())
         return _entry(row) if row is not None else None
 
-    async def note(self, entry_id: int, **payload: Any) -> None:
-        """Merge facts learned on the way (image descriptions) into the row's payload."""
-
-        def write(conn: Connection) -> None:
-            current = conn.execute(
-                select(IntakeRow.payload).where(IntakeRow.id == entry_id)
-            ).scalar_one_or_none()
-            if current is None:
-                return
-            conn.execute(
-                update(IntakeRow)
-                .where(IntakeRow.id == entry_id)
-                .values(payload={**current, **payload}, updated_at=utcnow())
-            )
-
-        await self._db.write(write)
-
     async def move(
         self,
         entry_id: int,
@@ -173,15 +156,6 @@ class IntakeStore:
         )
         done = await self._db.write(lambda conn: conn.execute(statement).rowcount)
         return bool(done == 1)
-
-    async def set_delivery(self, entry_id: int, delivery: dict[str, Any]) -> None:
-        """Record what was sent so far (message ids being streamed into), state unchanged."""
-        statement = (
-            update(IntakeRow)
-            .where(IntakeRow.id == entry_id)
-            .values(delivery=delivery, updated_at=utcnow())
-        )
-        await self._db.write(lambda conn: conn.execute(statement))
 
     async def open_entries(self, limit: int = 100) -> list[IntakeEntry]:
         """Pending and answered rows, oldest first (what recovery has to finish)."""

@@ -93,7 +93,3 @@ async def test_open_entries_expiry_and_stats(intake: tuple[IntakeStore, Database
     assert await store.expire(now - timedelta(minutes=15)) == 1
     assert [e.id for e in await store.open_entries()] == [fresh.id]
     assert [e.id for e in await store.listing("expired")] == [old.id]
-    await store.note(fresh.id, notes=["(Image 1: a cat)"])
-    got = await store.get(fresh.id)
-    assert got is not None and got.payload["notes"] == ["(Image 1: a cat)"]
-    assert got.payload["mentions_bot"] is True  # merged, not replaced
