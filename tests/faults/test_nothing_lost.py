@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -83,6 +84,16 @@ class Harness:
         daemon = Daemon(env, log, int(env["CHATTERD_HTTP__PORT"]))
         self.daemons.append(daemon)
         return await daemon.start()
+
+    async def sigterm_mid_turn(self, extra: dict[str, str]) -> Daemon:
+        """A daemon with one Telegram turn waiting on the model, then sent SIGTERM."""
+        daemon = await self.daemon(extra)
+        self.model.pause()
+        self.say(PEOPLE[0])
+        await self.model.wait_for_requests(1, timeout_s=15)
+        assert daemon.proc is not None
+        daemon.proc.send_signal(signal.SIGTERM)
+        return daemon
 
     def say(self, who: dict[str, Any], words: str = "hello", **fields: Any) -> dict:
         return self.tg.push_message(private_chat(who), who, words, **fields)
@@ -219,12 +230,7 @@ async def test_sigkill_during_a_slow_send(harness: Harness) -> None:
 
 async def test_sigterm_whose_drain_times_out(harness: Harness) -> None:
     extra = {"CHATTERD_BOT__SHUTDOWN_GRACE_S": "2"}
-    first = await harness.daemon(extra)
-    harness.model.pause()
-    harness.say(PEOPLE[0])
-    await harness.model.wait_for_requests(1, timeout_s=15)
-    assert first.proc is not None
-    first.proc.send_signal(15)
+    first = await harness.sigterm_mid_turn(extra)
     harness.say(PEOPLE[1])  # arrives during the drain: stored, not told "restarting"
     await _until(lambda: harness.states(), lambda s: s["pending"] == 2)
     assert await first.wait() == 0
@@ -242,7 +248,6 @@ async def test_http_retry_with_the_same_message_id_is_answered_once(harness: Har
     with pytest.raises(asyncio.TimeoutError):  # the caller gives up...
         await daemon.post_chat(body, within_s=1.0)
     retry = asyncio.create_task(daemon.post_chat(body))  # ...and retries the same message
-    await asyncio.sleep(0)  # let the retry reach the daemon before the model is let go
     harness.model.resume()
     status, answer = await retry
     assert status == 200 and answer["reply"] == "answer to u1"
@@ -256,12 +261,7 @@ async def test_http_during_the_drain_gets_503_and_the_retry_is_answered(
     harness: Harness,
 ) -> None:
     extra = {"CHATTERD_BOT__SHUTDOWN_GRACE_S": "3"}
-    first = await harness.daemon(extra)
-    harness.model.pause()
-    harness.say(PEOPLE[0])
-    await harness.model.wait_for_requests(1, timeout_s=15)
-    assert first.proc is not None
-    first.proc.send_signal(15)
+    first = await harness.sigterm_mid_turn(extra)
     body = {"user_id": "u2", "chat_type": "private", "text": "hi", "message_id": "m-2"}
     status, answer = await first.post_chat(body)
     assert status == 503 and "error" in answer
