@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
@@ -12,45 +13,80 @@ log = logging.getLogger(__name__)
 
 
 class ChatSerializer:
-    """Per-chat FIFO locks plus one global bound on turns in flight.
+    """Per-chat FIFO queues plus one global bound on turns in flight.
 
     Why: a chat's turns must see each other in order (the second message's context
     contains the first reply), while unrelated chats must not wait on each other. The
     global bound keeps a burst of 1,000 chats from opening 1,000 model calls at once.
-    Locks are created on demand and forgotten when idle, so memory stays bounded by the
-    number of chats with work in flight, not by every chat ever seen.
+    A place in the queue is taken with `reserve()` without awaiting anything, so the
+    order is the order messages arrived in, even when work that comes before the wait
+    (the durable intake write) finishes in another order. Queues are created on demand
+    and forgotten when idle, so memory stays bounded by the chats with work in flight.
     """
 
     def __init__(self, max_in_flight: int) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
         self._global = asyncio.Semaphore(max_in_flight)
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._waiters: dict[str, int] = {}
+        self._queues: dict[str, deque[asyncio.Future[None]]] = {}
+
+    def reserve(self, chat_key: str) -> ChatTicket:
+        """Take the next place in this chat's queue now; `async with` it to wait for it."""
+        place: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        queue = self._queues.setdefault(chat_key, deque())
+        if not queue:
+            place.set_result(None)
+        queue.append(place)
+        return ChatTicket(self, chat_key, place)
 
     @asynccontextmanager
     async def turn(self, chat_key: str) -> AsyncIterator[None]:
-        lock = self._locks.setdefault(chat_key, asyncio.Lock())
-        self._waiters[chat_key] = self._waiters.get(chat_key, 0) + 1
-        try:
-            async with lock:  # asyncio.Lock wakes waiters in FIFO order
-                async with self._global:
-                    yield
-        finally:
-            remaining = self._waiters[chat_key] - 1
-            if remaining:
-                self._waiters[chat_key] = remaining
-            else:
-                del self._waiters[chat_key]
-                del self._locks[chat_key]
+        async with self.reserve(chat_key):
+            yield
 
     def busy(self, chat_key: str) -> bool:
         """A turn of this chat is in flight or waiting here."""
-        return chat_key in self._locks
+        return chat_key in self._queues
 
     @property
     def active_chats(self) -> int:
-        return len(self._locks)
+        return len(self._queues)
+
+    def _leave(self, chat_key: str, place: asyncio.Future[None]) -> None:
+        queue = self._queues[chat_key]
+        queue.remove(place)
+        if not queue:
+            del self._queues[chat_key]
+        elif not queue[0].done():
+            queue[0].set_result(None)  # the next in line goes
+
+
+class ChatTicket:
+    """One place in a chat's queue: held from `reserve()` until left or released."""
+
+    def __init__(self, serial: ChatSerializer, chat_key: str, place: asyncio.Future[None]):
+        self._serial = serial
+        self._chat_key = chat_key
+        self._place = place
+        self._left = False
+
+    async def __aenter__(self) -> None:
+        try:
+            await self._place
+            await self._serial._global.acquire()
+        except BaseException:
+            self.release()
+            raise
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._serial._global.release()
+        self.release()
+
+    def release(self) -> None:
+        """Give the place up (also when it was never waited for); idempotent."""
+        if not self._left:
+            self._left = True
+            self._serial._leave(self._chat_key, self._place)
 
 
 class TaskTracker:

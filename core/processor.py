@@ -18,7 +18,7 @@ from core.inject import inject
 from core.llm import LLMError, LLMProvider
 from core.media.vision import NOT_DESCRIBED, ImageNotes
 from core.messages import DeliveryError, InboundMessage, OutboundMessage
-from core.ordering import ChatSerializer, TaskTracker
+from core.ordering import ChatSerializer, ChatTicket, TaskTracker
 from core.tools.loop import ToolLoop
 from core.tools.registry import ToolContext
 from memory.intake import IntakeConflict, claim_in, settle_in
@@ -148,12 +148,18 @@ class MessageProcessor:
         duplicate delivery of a message handled elsewhere. Raises ShuttingDown during a
         drain: the message is stored and answered after the restart.
         """
-        entry = await self._store.intake.accept(intake_draft(message))
-        if entry is None:
-            return await self._duplicate(message)
-        if self._closing:
+        place = self._serial.reserve(message.chat_key)  # arrival order, before any await
+        try:
+            entry = await self._store.intake.accept(intake_draft(message))
+        except BaseException:
+            place.release()
+            raise
+        if entry is None or self._closing:
+            place.release()
+            if entry is None:
+                return await self._duplicate(message)
             raise ShuttingDown
-        return await self._run(entry, message, late=False)
+        return await self._run(entry, message, place, late=False)
 
     def is_busy(self, chat_key: str) -> bool:
         """Accepted messages of this chat are in flight (or queued) in this process."""
@@ -183,7 +189,9 @@ class MessageProcessor:
                 )
                 await self._store.intake.move(fresh.id, "failed", expected=["pending"])
                 return True
-            await self._run(fresh, restored_message(fresh, self._routes), late=True, locked=True)
+            message = restored_message(fresh, self._routes)
+            place = self._serial.reserve(fresh.chat_key)
+            await self._run(fresh, message, place, late=True, locked=True)
         return True
 
     async def redeliver(self, entry: IntakeEntry) -> bool:
@@ -234,9 +242,15 @@ class MessageProcessor:
         return self._routes is not None and self._routes.can_send(platform)
 
     async def _run(
-        self, entry: IntakeEntry, message: InboundMessage, *, late: bool, locked: bool = False
+        self,
+        entry: IntakeEntry,
+        message: InboundMessage,
+        place: ChatTicket,
+        *,
+        late: bool,
+        locked: bool = False,
     ) -> str | None:
-        async with self._tasks.track(), self._serial.turn(message.chat_key):
+        async with self._tasks.track(), place:
             if locked:
                 return await self._answer_entry(entry, message, late)
             async with self._store.chat_lock(message.platform, message.chat_id):

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from channels.formatting.split import split_text
-from core.ordering import ChatSerializer, TaskTracker
+from core.ordering import ChatSerializer, ChatTicket, TaskTracker
 
 
 def test_short_text_is_one_piece() -> None:
@@ -57,6 +57,41 @@ async def test_turns_in_one_chat_run_in_arrival_order() -> None:
     await asyncio.gather(*tasks)
     assert order == [0, 1, 2, 3, 4]
     assert serial.active_chats == 0  # idle chats leave nothing behind
+
+
+async def test_a_reserved_place_keeps_its_order_whoever_waits_first() -> None:
+    """Places are taken at arrival; the intake write that follows may finish in any order."""
+    serial = ChatSerializer(max_in_flight=8)
+    first, second, third = (serial.reserve("chat-a") for _ in range(3))
+    order: list[str] = []
+
+    async def take(name: str, place: ChatTicket) -> None:
+        async with place:
+            order.append(name)
+
+    later = asyncio.create_task(take("second", second))  # starts waiting before "first"
+    await asyncio.sleep(0)
+    assert order == [] and serial.busy("chat-a")
+    third.release()  # a duplicate gives its place up without waiting
+    await take("first", first)
+    await later
+    assert order == ["first", "second"]
+    assert not serial.busy("chat-a")
+
+
+async def test_a_cancelled_wait_gives_its_place_to_the_next() -> None:
+    serial = ChatSerializer(max_in_flight=8)
+    holder, cancelled, last = (serial.reserve("chat-a") for _ in range(3))
+    await holder.__aenter__()
+    waiting = asyncio.create_task(cancelled.__aenter__())
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await holder.__aexit__(None, None, None)
+    async with last:
+        pass
+    assert not serial.busy("chat-a")
 
 
 async def test_other_chats_do_not_wait_and_global_bound_holds() -> None:
