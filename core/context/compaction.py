@@ -19,7 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from core.context.chunks import Chunk, ChunkType, XmlChunkRenderer, neutralize_tags
+from core.context.chunk_render import XmlChunkRenderer
+from core.context.chunk_types import Chunk, ChunkType
+from core.context.escaping import neutralize_tags
 from core.llm import LLMError, LLMProvider
 from memory.types import NewTurn, Turn
 

@@ -18,6 +18,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from core.context.escaping import escape_attr, escape_text
 from core.llm import ChatResult, LLMProvider
 from core.tools.memory import forget_tool, remember_tool
 from core.tools.registry import (
@@ -26,8 +27,6 @@ from core.tools.registry import (
     ToolCall,
     ToolContext,
     ToolRegistry,
-    escape_attr,
-    escape_text,
 )
 from core.tools.search import SearchBackend, search_tool
 
