@@ -62,7 +62,6 @@ class App:
         ensure_workspace(settings.bot.workspace, settings.bot.name)
         options = ProcessorOptions(
             history_limit=settings.context.history_limit,
-            reply_tokens=settings.llm.reply_tokens,
             max_in_flight=settings.bot.max_in_flight,
         )
         self.storage = await open_storage(
@@ -82,7 +81,6 @@ class App:
         )
         self.processor = MessageProcessor(
             store=self.storage,
-            llm=llm,
             context=context,
             counter=counter,
             options=options,

@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from core.context.compaction import Compactor, covered_through
-from core.context.turn import BuiltContext, TurnContextBuilder, TurnInput
+from cachetools import LRUCache
+
+from core.context.compaction import Compactor
+from core.context.report import ContextReport
+from core.context.tokens import TokenCounter
+from core.context.turn import TurnContextBuilder, TurnInput
 from core.inject import inject
-from core.llm import LLMError, LLMProvider
+from core.llm import LLMError
 from core.media.vision import NOT_DESCRIBED, ImageNotes
 from core.messages import InboundMessage
 from core.ordering import ChatSerializer, TaskTracker
-from core.tools.loop import ToolLoop
+from core.tools.loop import ToolLoop, TurnDraft
 from core.tools.registry import ToolContext
-from memory.types import MemoryItem, MemoryStore, NewTurn, Turn, TurnMaterial, TurnStore
+from memory.types import MemoryStore, NewTurn, Turn, TurnKind, TurnMaterial, TurnStore
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +42,6 @@ class Store(TurnStore, MemoryStore, Protocol):
     ) -> TurnMaterial: ...
 
 
-class TextCounter(Protocol):
-    def count(self, text: str) -> int: ...
-
-
-StoredRow = tuple[str, str, str, dict[str, Any]]  # (role, kind, content, meta)
 REPORTS_KEPT = 10_000  # /context reports remembered, most recent chats first
 # Turns images into "(Image N: ...)" notes, optional passthrough parts, and content hashes.
 ImageReader = Callable[[InboundMessage], Awaitable[ImageNotes]]
@@ -53,8 +51,7 @@ ImageReader = Callable[[InboundMessage], Awaitable[ImageNotes]]
 class ProcessorOptions:
     history_limit: int = 200
     max_in_flight: int = 64
-    reply_tokens: int = 1024
-    message_suffix: str = ""
+    message_suffix: str = ""  # appended to every user message, e.g. a tool-access note
 
 
 class MessageProcessor:
@@ -68,16 +65,14 @@ class MessageProcessor:
         self,
         *,
         store: Store,
-        llm: LLMProvider,
         context: TurnContextBuilder,
-        counter: TextCounter,
+        counter: TokenCounter,
+        tool_loop: ToolLoop,
         options: ProcessorOptions | None = None,
-        tool_loop: ToolLoop | None = None,
         read_images: ImageReader | None = None,
         compactor: Compactor | None = None,
     ) -> None:
         self._store = store
-        self._llm = llm
         self._context = context
         self._counter = counter
         self._options = options or ProcessorOptions()
@@ -85,11 +80,11 @@ class MessageProcessor:
         self._read_images = read_images
         self._compactor = compactor
         self._background: set[asyncio.Task[None]] = set()
-        self._tool_guide = tool_loop.guide() if tool_loop else ""
+        self._tool_guide = tool_loop.guide()
         self._serial = ChatSerializer(self._options.max_in_flight)
         self._tasks = TaskTracker()
         self._closing = False
-        self._last_reports: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._last_reports: LRUCache[str, ContextReport] = LRUCache(maxsize=REPORTS_KEPT)
 
     async def handle(self, message: InboundMessage) -> str | None:
         """Answer one triggered message; None when it is a duplicate delivery."""
@@ -107,7 +102,7 @@ class MessageProcessor:
             content = inject(message.sender_name, message.sender_id, message.text, [])
             await self._store.add_turn(self._user_turn(message, content, kind="context"))
 
-    def last_report(self, platform: str, chat_id: str) -> dict[str, Any] | None:
+    def last_report(self, platform: str, chat_id: str) -> ContextReport | None:
         """The context report of the chat's last answered turn (for `/context`)."""
         return self._last_reports.get(f"{platform}:{chat_id}")
 
@@ -139,28 +134,38 @@ class MessageProcessor:
                 "duplicate delivery of %s message %s ignored", message.chat_key, message.message_id
             )
             return None
-        history, summary, memories = await self._material(message, before_id=stored.id)
+        found = await self._store.turn_material(
+            message.platform,
+            message.chat_id,
+            message.sender_id,
+            self._options.history_limit,
+            stored.id,
+        )
         built = self._context.build_turn(
             TurnInput(
                 message=message,
                 user_content=content,
                 user_tokens=stored.token_count,
-                history=history,
-                memories=memories,
+                history=found.history,
+                memories=found.memories,
                 image_parts=images.parts,
                 tool_guide=self._tool_guide,
-                summary=summary,
+                summary=found.summary,
+                summary_through=found.summary_through,
             )
         )
-        self._keep_report(message.chat_key, built.report)
+        self._last_reports[message.chat_key] = built.report
         try:
-            reply, turns = await self._answer(built, message)
+            result = await self._tool_loop.run(
+                built.messages, ToolContext.for_message(message, self._store)
+            )
         except LLMError as exc:
             log.warning("model call failed for %s: %s (%s)", message.chat_key, exc.kind, exc)
             return APOLOGY.get(exc.kind, GENERIC_APOLOGY)
-        await self._store.add_turns([self._bot_turn(message, *turn) for turn in turns])
-        self._maybe_compact(message, history, built.report, summary)
-        return reply
+        await self._store.add_turns([self._bot_turn(message, d) for d in result.drafts()])
+        # What fell out of this context: the oldest turns of the history it was given.
+        self._maybe_compact(message, found.history[: built.report.history_dropped], found.summary)
+        return result.reply
 
     async def settle(self) -> None:
         """Wait for background work (summaries being written) to finish."""
@@ -168,17 +173,12 @@ class MessageProcessor:
             await asyncio.gather(*list(self._background), return_exceptions=True)
 
     def _maybe_compact(
-        self,
-        message: InboundMessage,
-        history: Sequence[Turn],
-        report: dict[str, Any],
-        summary: Turn | None,
+        self, message: InboundMessage, dropped: Sequence[Turn], summary: Turn | None
     ) -> None:
         """Fold the turns that fell out of this context into the chat's summary, later."""
         if self._compactor is None or self._closing:
             return
-        dropped = int(report.get("history", {}).get("dropped", 0))
-        due = self._compactor.due(message.chat_key, history, dropped, summary)
+        due = self._compactor.due(message.chat_key, dropped)
         if not due:
             return
         task = asyncio.create_task(self._compact(message, due, summary))
@@ -192,27 +192,6 @@ class MessageProcessor:
         async with self._tasks.track():
             await self._compactor.fold(message.chat_key, message.chat_type.value, due, summary)
 
-    def _keep_report(self, chat_key: str, report: dict[str, Any]) -> None:
-        self._last_reports[chat_key] = report
-        self._last_reports.move_to_end(chat_key)
-        while len(self._last_reports) > REPORTS_KEPT:
-            self._last_reports.popitem(last=False)
-
-    async def _material(
-        self, message: InboundMessage, before_id: int
-    ) -> tuple[Sequence[Turn], Turn | None, Sequence[MemoryItem]]:
-        """Recent turns after the chat's summary, that summary, the sender's memories."""
-        found = await self._store.turn_material(
-            message.platform,
-            message.chat_id,
-            message.sender_id,
-            self._options.history_limit,
-            before_id,
-        )
-        through = covered_through(found.summary)
-        history = [t for t in found.history if t.id > through and t.kind != "summary"]
-        return history, found.summary, found.memories
-
     async def _images(self, message: InboundMessage) -> ImageNotes:
         if not message.images:
             return ImageNotes()
@@ -220,28 +199,19 @@ class MessageProcessor:
             return ImageNotes(notes=[NOT_DESCRIBED] * len(message.images))
         return await self._read_images(message)
 
-    async def _answer(
-        self, built: BuiltContext, message: InboundMessage
-    ) -> tuple[str, list[StoredRow]]:
-        """The reply and every turn to store after the user's: tool turns, then the answer."""
-        if self._tool_loop is not None:
-            result = await self._tool_loop.run(
-                built.messages, ToolContext.for_message(message, self._store)
-            )
-            return result.reply, result.storage_turns()
-        answer = await self._llm.chat(built.messages, max_tokens=self._options.reply_tokens)
-        reply = answer.text.strip() or "…"
-        return reply, [("assistant", "message", reply, {})]
-
     def _user_turn(
-        self, message: InboundMessage, content: str, kind: str, meta: dict[str, Any] | None = None
+        self,
+        message: InboundMessage,
+        content: str,
+        kind: TurnKind,
+        meta: dict[str, Any] | None = None,
     ) -> NewTurn:
         return NewTurn(
             platform=message.platform,
             chat_id=message.chat_id,
             chat_type=message.chat_type.value,
             role="user",
-            kind=kind,  # type: ignore[arg-type]
+            kind=kind,
             content=content,
             token_count=self._counter.count(content),
             sender_id=message.sender_id,
@@ -251,16 +221,14 @@ class MessageProcessor:
             created_at=message.timestamp,
         )
 
-    def _bot_turn(
-        self, message: InboundMessage, role: str, kind: str, content: str, meta: dict[str, Any]
-    ) -> NewTurn:
+    def _bot_turn(self, message: InboundMessage, draft: TurnDraft) -> NewTurn:
         return NewTurn(
             platform=message.platform,
             chat_id=message.chat_id,
             chat_type=message.chat_type.value,
-            role=role,  # type: ignore[arg-type]
-            kind=kind,  # type: ignore[arg-type]
-            content=content,
-            token_count=self._counter.count(content),
-            meta=meta,
+            role=draft.role,
+            kind=draft.kind,
+            content=draft.content,
+            token_count=self._counter.count(draft.content),
+            meta=dict(draft.meta),
         )

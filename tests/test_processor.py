@@ -55,6 +55,7 @@ async def build_rig(
     max_retries: int = 0,
     admins: frozenset[str] = frozenset({ADMIN}),
     compaction: CompactionOptions | None = None,
+    options: ProcessorOptions | None = None,
 ) -> AsyncIterator[Rig]:
     """The parts of bot/app.py's `_start`, minus the channels."""
     ensure_workspace(workspace, "chatterd")
@@ -71,10 +72,9 @@ async def build_rig(
         loop = ToolLoop(default_registry(None), llm, max_rounds=2, max_tokens=reply_tokens)
         processor = MessageProcessor(
             store=storage,
-            llm=llm,
             context=context,
             counter=counter,
-            options=ProcessorOptions(reply_tokens=reply_tokens),
+            options=options or ProcessorOptions(),
             tool_loop=loop,
             compactor=Compactor(llm, storage, counter, compaction) if compaction else None,
         )
@@ -264,9 +264,9 @@ async def test_long_chat_outgrows_a_small_window_and_keeps_answering(
             assert await rig.processor.handle(msg(f"{i} {filler}", mid=str(i))) == "noted"
         report = rig.processor.last_report("telegram", "1")
         assert report is not None
-        assert report["history"]["dropped"] > 0
-        assert report["history"]["kept"] > 0
-        assert report["total_tokens"] <= report["budget"] == 3000 - 200
+        assert report.history_dropped > 0
+        assert report.history_kept > 0
+        assert report.total_tokens <= report.budget == 3000 - 200
         last = rig.fake.requests[-1]["messages"]
         assert last[-1]["content"].startswith("[Alice]: 39 ")
         assert not any(str(m["content"]).startswith("[Alice]: 0 ") for m in last)
@@ -301,3 +301,4 @@ async def test_shutdown_cancels_a_turn_that_outlives_the_timeout(rig: Rig) -> No
     assert await rig.processor.shutdown(0.05) == 1
     with pytest.raises(asyncio.CancelledError):
         await running
+
