@@ -63,6 +63,7 @@ class App:
         options = ProcessorOptions(
             history_limit=settings.context.history_limit,
             max_in_flight=settings.bot.max_in_flight,
+            message_suffix=settings.context.message_suffix,
         )
         self.storage = await open_storage(
             settings.storage.url, lock_pool_size=options.max_in_flight

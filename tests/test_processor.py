@@ -8,6 +8,7 @@ loop; only the model is a fake server. No sleeps: pause()/resume() and request e
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,8 +18,11 @@ from typing import Any
 
 import pytest
 
+from bot.app import App
 from bot.commands import Commands
+from bot.config import Settings
 from bot.dispatcher import Dispatcher
+from bot.registry import ChannelDeps
 from core.context.builder import ContextBuilder
 from core.context.compaction import CompactionOptions, Compactor
 from core.context.tokens import get_counter
@@ -302,3 +306,34 @@ async def test_shutdown_cancels_a_turn_that_outlives_the_timeout(rig: Rig) -> No
     with pytest.raises(asyncio.CancelledError):
         await running
 
+
+async def test_configured_message_suffix_reaches_the_stored_turn_and_the_model(
+    tmp_path: Path, database_url: str, storage: SqlStorage
+) -> None:
+    """`[context] message_suffix` from the config, through the daemon's own wiring."""
+    suffix = "(You can look things up with [Search: words].)"
+    async with FakeOpenAI(reply="ok") as fake:
+        settings = Settings.model_validate(
+            {
+                "bot": {"name": "chatterd", "workspace": str(tmp_path / "ws")},
+                "llm": {
+                    "base_url": fake.base_url,
+                    "api_key": "sk-test",
+                    "model": "fake-model",
+                    "timeout_s": 5,
+                    "max_retries": 0,
+                },
+                "storage": {"url": database_url},
+                "http": {"enabled": False},
+                "tools": {"search": False},
+                "context": {"message_suffix": suffix},
+            }
+        )
+        deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")
+        async with App(settings, mode="run", deps=deps) as app:
+            assert app.processor is not None
+            assert await app.processor.handle(msg("hello", mid="1")) == "ok"
+    expected = f"[Alice]: hello\n{suffix}"
+    assert fake.requests[0]["messages"][-1] == {"role": "user", "content": expected}
+    stored = await storage.recent_turns("telegram", "1", 10)
+    assert [(t.role, t.content) for t in stored] == [("user", expected), ("assistant", "ok")]
