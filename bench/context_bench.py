@@ -54,8 +54,8 @@ from langchain_core.messages import (  # noqa: E402
 )
 
 from bench.results import cpu_model, load_average, write_section  # noqa: E402
-from core.context.builder import (  # noqa: E402
-    ContextBuilder,
+from core.context.builder import ContextBuilder  # noqa: E402
+from core.context.parts import (  # noqa: E402
     SystemComponent,
     memory_component,
     retrieved_component,
@@ -611,9 +611,9 @@ class Bench:
         for _ in range(repeats_for(OURS, n, self.quick)):
             seconds, built = timed(lambda: builder.build_turn(turn))
             times.append(seconds)
-        if built.report["total_tokens"] != count_messages(built.messages, self.counter):
+        if built.report.total_tokens != count_messages(built.messages, self.counter):
             raise AssertionError("build_turn report total is not the exact count")
-        return statistics.median(times), built.report["history"]["kept"]
+        return statistics.median(times), built.report.history_kept
 
 
 # -- reporting --------------------------------------------------------------------------

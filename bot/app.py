@@ -79,8 +79,8 @@ class App:
         ensure_workspace(settings.bot.workspace, settings.bot.name)
         options = ProcessorOptions(
             history_limit=settings.context.history_limit,
-            reply_tokens=settings.llm.reply_tokens,
             max_in_flight=settings.bot.max_in_flight,
+            message_suffix=settings.context.message_suffix,
         )
         self.storage = await open_storage(
             settings.storage.url, lock_pool_size=options.max_in_flight
@@ -99,7 +99,6 @@ class App:
         )
         self.processor = MessageProcessor(
             store=self.storage,
-            llm=llm,
             context=context,
             counter=counter,
             options=options,

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from core.context.report import format_report
+from core.context.report import ContextReport, format_report
 from core.messages import ChatType, InboundMessage, Reply
 from memory.service import MemoryRefused, MemoryService, numbered_lines
 from memory.types import MemoryStore, TurnStore
@@ -26,7 +26,7 @@ class CommandStore(TurnStore, MemoryStore, Protocol):
     pass
 
 
-ReportSource = Callable[[str, str], dict[str, Any] | None]
+ReportSource = Callable[[str, str], ContextReport | None]  # (platform, chat_id)
 
 
 @dataclass(frozen=True)

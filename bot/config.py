@@ -141,6 +141,8 @@ class ContextConfig(Section):
     history_limit: int = Field(200, ge=1, le=100_000)
     compaction: bool = True  # fold history that fell out of the window into a summary
     compaction_min_turns: int = Field(10, ge=2, le=10_000)
+    # Appended to every user message (stored and sent), e.g. a note on tool access.
+    message_suffix: str = ""
 
 
 class ToolsConfig(Section):

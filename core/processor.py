@@ -4,31 +4,34 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from cachetools import LRUCache
+
 from core.accepted import intake_draft, reply_for, restored_message
-from core.context.compaction import Compactor, covered_through
-from core.context.turn import BuiltContext, TurnContextBuilder, TurnInput
+from core.context.compaction import Compactor
+from core.context.report import ContextReport
+from core.context.tokens import TokenCounter
+from core.context.turn import TurnContextBuilder, TurnInput
 from core.delivery import ChannelRoutes
 from core.inject import inject
-from core.llm import LLMError, LLMProvider
+from core.llm import LLMError
 from core.media.vision import NOT_DESCRIBED, ImageNotes
 from core.messages import DeliveryError, InboundMessage, OutboundMessage
 from core.ordering import ChatSerializer, ChatTicket, TaskTracker
-from core.tools.loop import ToolLoop
+from core.tools.loop import ToolLoop, TurnDraft
 from core.tools.registry import ToolContext
 from memory.intake import IntakeConflict, claim_in, settle_in
 from memory.types import (
     IntakeDraft,
     IntakeEntry,
-    MemoryItem,
     MemoryStore,
     NewTurn,
     Turn,
+    TurnKind,
     TurnMaterial,
     TurnState,
     TurnStore,
@@ -86,11 +89,6 @@ class Store(TurnStore, MemoryStore, Protocol):
     def try_chat_lock(self, platform: str, chat_id: str) -> AbstractAsyncContextManager[bool]: ...
 
 
-class TextCounter(Protocol):
-    def count(self, text: str) -> int: ...
-
-
-StoredRow = tuple[str, str, str, dict[str, Any]]  # (role, kind, content, meta)
 REPORTS_KEPT = 10_000  # /context reports remembered, most recent chats first
 # Turns images into "(Image N: ...)" notes, optional passthrough parts, and content hashes.
 ImageReader = Callable[[InboundMessage], Awaitable[ImageNotes]]
@@ -100,8 +98,7 @@ ImageReader = Callable[[InboundMessage], Awaitable[ImageNotes]]
 class ProcessorOptions:
     history_limit: int = 200
     max_in_flight: int = 64
-    reply_tokens: int = 1024
-    message_suffix: str = ""
+    message_suffix: str = ""  # appended to every user message, e.g. a tool-access note
 
 
 class MessageProcessor:
@@ -115,17 +112,15 @@ class MessageProcessor:
         self,
         *,
         store: Store,
-        llm: LLMProvider,
         context: TurnContextBuilder,
-        counter: TextCounter,
+        counter: TokenCounter,
+        tool_loop: ToolLoop,
         options: ProcessorOptions | None = None,
-        tool_loop: ToolLoop | None = None,
         read_images: ImageReader | None = None,
         compactor: Compactor | None = None,
         routes: ChannelRoutes | None = None,
     ) -> None:
         self._store = store
-        self._llm = llm
         self._context = context
         self._counter = counter
         self._options = options or ProcessorOptions()
@@ -134,11 +129,11 @@ class MessageProcessor:
         self._compactor = compactor
         self._routes = routes
         self._background: set[asyncio.Task[None]] = set()
-        self._tool_guide = tool_loop.guide() if tool_loop else ""
+        self._tool_guide = tool_loop.guide()
         self._serial = ChatSerializer(self._options.max_in_flight)
         self._tasks = TaskTracker()
         self._closing = False
-        self._last_reports: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._last_reports: LRUCache[str, ContextReport] = LRUCache(maxsize=REPORTS_KEPT)
 
     async def handle(self, message: InboundMessage) -> str | None:
         """Accept one triggered message and answer it.
@@ -264,7 +259,7 @@ class MessageProcessor:
             content = inject(message.sender_name, message.sender_id, message.text, [])
             await self._store.add_turn(self._user_turn(message, content, kind="context"))
 
-    def last_report(self, platform: str, chat_id: str) -> dict[str, Any] | None:
+    def last_report(self, platform: str, chat_id: str) -> ContextReport | None:
         """The context report of the chat's last answered turn (for `/context`)."""
         return self._last_reports.get(f"{platform}:{chat_id}")
 
@@ -286,22 +281,31 @@ class MessageProcessor:
         if started is None:
             return None  # answered meanwhile (another replica, or recovery)
         content, stored_id, user_tokens, images = started
-        history, summary, memories = await self._material(message, before_id=stored_id)
+        found = await self._store.turn_material(
+            message.platform,
+            message.chat_id,
+            message.sender_id,
+            self._options.history_limit,
+            stored_id,
+        )
         built = self._context.build_turn(
             TurnInput(
                 message=message,
                 user_content=content,
                 user_tokens=user_tokens,
-                history=history,
-                memories=memories,
+                history=found.history,
+                memories=found.memories,
                 image_parts=images.parts,
                 tool_guide=self._tool_guide,
-                summary=summary,
+                summary=found.summary,
+                summary_through=found.summary_through,
             )
         )
-        self._keep_report(message.chat_key, built.report)
+        self._last_reports[message.chat_key] = built.report
         try:
-            reply, turns = await self._answer(built, message)
+            result = await self._tool_loop.run(
+                built.messages, ToolContext.for_message(message, self._store)
+            )
         except LLMError as exc:
             log.warning("model call failed for %s: %s (%s)", message.chat_key, exc.kind, exc)
             return await self._apologise(entry, message, APOLOGY.get(exc.kind, GENERIC_APOLOGY))
@@ -310,15 +314,16 @@ class MessageProcessor:
         final: TurnState = "delivered" if not delivers and not late else "answered"
         try:
             await self._store.add_turns(
-                [self._bot_turn(message, *turn) for turn in turns],
+                [self._bot_turn(message, draft) for draft in result.drafts()],
                 then=lambda conn, stored: settle_in(conn, entry.id, final, stored[-1].id),
             )
         except IntakeConflict:
             return None
-        self._maybe_compact(message, history, built.report, summary)
+        # What fell out of this context: the oldest turns of the history it was given.
+        self._maybe_compact(message, found.history[: built.report.history_dropped], found.summary)
         if not delivers:
-            return None if late else reply
-        await self._deliver(entry.id, reply_for(message, reply, late=late))
+            return None if late else result.reply
+        await self._deliver(entry.id, reply_for(message, result.reply, late=late))
         return None
 
     async def _start(
@@ -392,17 +397,12 @@ class MessageProcessor:
             await asyncio.gather(*list(self._background), return_exceptions=True)
 
     def _maybe_compact(
-        self,
-        message: InboundMessage,
-        history: Sequence[Turn],
-        report: dict[str, Any],
-        summary: Turn | None,
+        self, message: InboundMessage, dropped: Sequence[Turn], summary: Turn | None
     ) -> None:
         """Fold the turns that fell out of this context into the chat's summary, later."""
         if self._compactor is None or self._closing:
             return
-        dropped = int(report.get("history", {}).get("dropped", 0))
-        due = self._compactor.due(message.chat_key, history, dropped, summary)
+        due = self._compactor.due(message.chat_key, dropped)
         if not due:
             return
         task = asyncio.create_task(self._compact(message, due, summary))
@@ -416,27 +416,6 @@ class MessageProcessor:
         async with self._tasks.track():
             await self._compactor.fold(message.chat_key, message.chat_type.value, due, summary)
 
-    def _keep_report(self, chat_key: str, report: dict[str, Any]) -> None:
-        self._last_reports[chat_key] = report
-        self._last_reports.move_to_end(chat_key)
-        while len(self._last_reports) > REPORTS_KEPT:
-            self._last_reports.popitem(last=False)
-
-    async def _material(
-        self, message: InboundMessage, before_id: int
-    ) -> tuple[Sequence[Turn], Turn | None, Sequence[MemoryItem]]:
-        """Recent turns after the chat's summary, that summary, the sender's memories."""
-        found = await self._store.turn_material(
-            message.platform,
-            message.chat_id,
-            message.sender_id,
-            self._options.history_limit,
-            before_id,
-        )
-        through = covered_through(found.summary)
-        history = [t for t in found.history if t.id > through and t.kind != "summary"]
-        return history, found.summary, found.memories
-
     async def _images(self, message: InboundMessage) -> ImageNotes:
         if not message.images:
             return ImageNotes()
@@ -444,28 +423,19 @@ class MessageProcessor:
             return ImageNotes(notes=[NOT_DESCRIBED] * len(message.images))
         return await self._read_images(message)
 
-    async def _answer(
-        self, built: BuiltContext, message: InboundMessage
-    ) -> tuple[str, list[StoredRow]]:
-        """The reply and every turn to store after the user's: tool turns, then the answer."""
-        if self._tool_loop is not None:
-            result = await self._tool_loop.run(
-                built.messages, ToolContext.for_message(message, self._store)
-            )
-            return result.reply, result.storage_turns()
-        answer = await self._llm.chat(built.messages, max_tokens=self._options.reply_tokens)
-        reply = answer.text.strip() or "…"
-        return reply, [("assistant", "message", reply, {})]
-
     def _user_turn(
-        self, message: InboundMessage, content: str, kind: str, meta: dict[str, Any] | None = None
+        self,
+        message: InboundMessage,
+        content: str,
+        kind: TurnKind,
+        meta: dict[str, Any] | None = None,
     ) -> NewTurn:
         return NewTurn(
             platform=message.platform,
             chat_id=message.chat_id,
             chat_type=message.chat_type.value,
             role="user",
-            kind=kind,  # type: ignore[arg-type]
+            kind=kind,
             content=content,
             token_count=self._counter.count(content),
             sender_id=message.sender_id,
@@ -475,16 +445,14 @@ class MessageProcessor:
             created_at=message.timestamp,
         )
 
-    def _bot_turn(
-        self, message: InboundMessage, role: str, kind: str, content: str, meta: dict[str, Any]
-    ) -> NewTurn:
+    def _bot_turn(self, message: InboundMessage, draft: TurnDraft) -> NewTurn:
         return NewTurn(
             platform=message.platform,
             chat_id=message.chat_id,
             chat_type=message.chat_type.value,
-            role=role,  # type: ignore[arg-type]
-            kind=kind,  # type: ignore[arg-type]
-            content=content,
-            token_count=self._counter.count(content),
-            meta=meta,
+            role=draft.role,
+            kind=draft.kind,
+            content=draft.content,
+            token_count=self._counter.count(draft.content),
+            meta=dict(draft.meta),
         )

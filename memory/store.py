@@ -27,7 +27,7 @@ from memory.memories import memories_query as _memories_query
 from memory.memories import memory_items as _memory_items
 from memory.migrate import Database, head_revision, parse_url, revision_of, upgrade_connection
 from memory.models import NAME_LEN, Chat, TurnRow, User, check_turn, clean_text, utc
-from memory.types import MemoryItem, NewMemory, NewTurn, Turn, TurnMaterial
+from memory.types import SUMMARY_THROUGH, MemoryItem, NewMemory, NewTurn, Turn, TurnMaterial
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +204,8 @@ class SqlStorage:
         self, platform: str, chat_id: str, sender_id: str, limit: int, before_id: int
     ) -> TurnMaterial:
         """What one turn's context needs, in one database round trip: the chat's recent
-        turns before `before_id`, its latest summary, and the sender's memories."""
+        turns before `before_id` that come after its latest summary, that summary, and
+        the sender's memories."""
         chat_pk = await self._find_chat((platform, chat_id))
         memories = _memories_query(platform, sender_id, newest_first=True)
         recent = {"chat_pk": chat_pk, "limit": limit, "before_id": before_id}
@@ -221,10 +222,16 @@ class SqlStorage:
 
         turns, summary, items = await self._db.read(read)
         found = self._turns(platform, chat_id, summary)
+        newest = found[0] if found else None
+        through = (newest.meta or {}).get(SUMMARY_THROUGH, 0) if newest else 0
+        if not isinstance(through, int) or isinstance(through, bool):
+            through = 0  # a summary whose meta names no turn covers none
+        fresh = [r for r in reversed(turns) if r.id > through and r.kind != "summary"]
         return TurnMaterial(
-            history=self._turns(platform, chat_id, reversed(turns)),
-            summary=found[0] if found else None,
+            history=self._turns(platform, chat_id, fresh),
+            summary=newest,
             memories=_memory_items(platform, sender_id, items),
+            summary_through=through,
         )
 
     @staticmethod

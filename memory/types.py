@@ -58,6 +58,10 @@ class MemoryItem:
     created_at: datetime
 
 
+# The meta key of a `summary` turn naming the id of the last turn it covers.
+SUMMARY_THROUGH = "through_id"
+
+
 @dataclass(frozen=True)
 class NewMemory:
     """A memory about to be stored; an import keeps the author and time it was exported with."""
@@ -69,11 +73,16 @@ class NewMemory:
 
 @dataclass(frozen=True)
 class TurnMaterial:
-    """What one turn's context is built from, read together."""
+    """What one turn's context is built from, read together.
 
-    history: list[Turn]  # the chat's recent turns, oldest first
+    `history` holds only the turns after `summary` (those it covers, and summary turns
+    themselves, are left out by the read), so nobody downstream filters it again.
+    """
+
+    history: list[Turn]  # the chat's recent turns after its summary, oldest first
     summary: Turn | None  # the chat's latest summary turn
     memories: list[MemoryItem]  # the sender's, newest first
+    summary_through: int = 0  # the id of the last turn `summary` covers (0: no summary)
 
 
 class TurnStore(Protocol):

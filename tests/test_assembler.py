@@ -8,13 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.context.assembler import (
-    TRUNCATION_MARKER,
-    ComponentPriority,
-    ContextAssembler,
-    ContextOverflowError,
-)
+from core.context.assembler import ComponentPriority, ContextAssembler, ContextOverflowError
 from core.context.tokens import EstimateCounter, TokenCounter, get_counter
+from core.context.truncation import TRUNCATION_MARKER
 
 P = ComponentPriority
 

@@ -15,15 +15,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.context.assembler import ComponentPriority, ContextOverflowError
-from core.context.builder import (
-    ContextBuilder,
+from core.context.builder import ContextBuilder
+from core.context.history_views import HistoryItem
+from core.context.parts import (
     SystemComponent,
-    TurnEngine,
     memory_component,
     retrieved_component,
     session_component,
 )
-from core.context.history import HistoryItem
 from core.context.report import format_report
 from core.context.tokens import TokenCounter, count_messages, get_counter
 from core.context.turn import TurnInput
@@ -263,7 +262,7 @@ def test_history_fitted_exactly_and_reported_as_ranges(
     # the next older message would not have fitted
     older = history[report.history_dropped - 1]
     assert report.total_tokens + counter.count(older.content) + 4 > 2500
-    text = format_report(report.as_dict())
+    text = format_report(report)
     assert f"{report.history_dropped} dropped" in text and "#1–#" in text
 
 
@@ -400,7 +399,7 @@ def test_prompt_identical_to_a_fresh_builder_after_many_turns(
 # -- the daemon seam ------------------------------------------------------------------------
 
 
-def test_turn_engine_builds_from_stored_turns(
+def test_build_turn_builds_from_stored_turns(
     make: Callable[..., ContextBuilder], counter: TokenCounter
 ) -> None:
     now = datetime(2025, 1, 1, tzinfo=UTC)
@@ -430,8 +429,8 @@ def test_turn_engine_builds_from_stored_turns(
         turn(4, "assistant", "message", "Rain in Oslo."),
     ]
     message = InboundMessage("qq", "g1", ChatType.GROUP, "u1", "Ann", "and tomorrow?")
-    engine = TurnEngine(make(max_tokens=4000, reply_tokens=500))
-    built = engine.build(
+    builder = make(max_tokens=4000, reply_tokens=500)
+    built = builder.build_turn(
         TurnInput(
             message=message,
             user_content="[Ann]: and tomorrow?",
@@ -445,8 +444,8 @@ def test_turn_engine_builds_from_stored_turns(
     assert "This turn answers Ann (qq:u1) in the group chat qq:g1" in system
     assert "prefers Celsius" in system and "[Search: words]" in system
     assert [m["content"] for m in built.messages[1:]][-1] == "[Ann]: and tomorrow?"
-    assert built.report["history"]["kept"] == 4
-    assert built.report["total_tokens"] == count_messages(built.messages, counter)
+    assert built.report.history_kept == 4
+    assert built.report.total_tokens == count_messages(built.messages, counter)
     assert "Context of the last turn" in format_report(built.report)
 
 

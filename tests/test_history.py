@@ -12,14 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.context.history import (
-    DictHistory,
-    HistoryItem,
-    MessageCost,
-    TurnHistory,
-    fit_history,
-    id_ranges,
-)
+from core.context.history import MessageCost, fit_history
+from core.context.history_views import DictHistory, HistoryItem, TurnHistory, turn_message
 from core.context.tokens import TokenCounter, count_messages, get_counter
 
 
@@ -208,10 +202,34 @@ def test_cost_independent_of_history_length(counter: TokenCounter) -> None:
     assert peak < 1024 * 1024
 
 
-def test_id_ranges() -> None:
-    assert id_ranges([1, 2, 3, 7, 8, 10]) == [(1, 3), (7, 8), (10, 10)]
-    assert id_ranges([]) == []
-    assert id_ranges(["a", "b"]) == [("a", "a"), ("b", "b")]
+def test_one_rule_turns_a_stored_turn_into_a_message() -> None:
+    """turn_message is what the tool loop sends and what the history view replays."""
+    call = {"id": "c", "type": "function", "function": {"name": "search", "arguments": "{}"}}
+    assert turn_message("assistant", "", {"tool_calls": [call]}) == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [call],
+    }
+    assert turn_message("assistant", "let me look", {"tool_calls": [call]})["content"] == (
+        "let me look"
+    )
+    assert turn_message("tool", "ok", {"tool_call_id": "c", "name": "search"}) == {
+        "role": "tool",
+        "tool_call_id": "c",
+        "content": "ok",
+    }
+    marker = {"calls": [{"tool": "search", "arg": "x"}]}
+    assert turn_message("assistant", "[Search: x]", marker) == {
+        "role": "assistant",
+        "content": "[Search: x]",
+    }
+    assert turn_message("user", "hi", {}) == {"role": "user", "content": "hi"}
+    turns = [
+        StoredTurn(1, "assistant", "tool_call", "", 0, {"tool_calls": [call]}),
+        StoredTurn(2, "tool", "tool_result", "ok", 1, {"tool_call_id": "c"}),
+    ]
+    view = TurnHistory(turns)
+    assert view.messages(0) == [turn_message(t.role, t.content, t.meta) for t in turns]
 
 
 texts = st.lists(st.sampled_from(list("ab 你好\n,.!") + ["word", "中文"]), max_size=30).map("".join)

@@ -8,6 +8,7 @@ loop; only the model is a fake server. No sleeps: pause()/resume() and request e
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -17,8 +18,11 @@ from typing import Any
 
 import pytest
 
+from bot.app import App
 from bot.commands import Commands
+from bot.config import Settings
 from bot.dispatcher import Dispatcher
+from bot.registry import ChannelDeps
 from core.context.builder import ContextBuilder
 from core.context.compaction import CompactionOptions, Compactor
 from core.context.tokens import get_counter
@@ -58,6 +62,7 @@ async def build_rig(
     max_retries: int = 0,
     admins: frozenset[str] = frozenset({ADMIN}),
     compaction: CompactionOptions | None = None,
+    options: ProcessorOptions | None = None,
 ) -> AsyncIterator[Rig]:
     """The parts of bot/app.py's `_start`, minus the channels."""
     ensure_workspace(workspace, "chatterd")
@@ -76,10 +81,9 @@ async def build_rig(
         def processor_with(**extra: Any) -> MessageProcessor:
             return MessageProcessor(
                 store=storage,
-                llm=llm,
                 context=context,
                 counter=counter,
-                options=ProcessorOptions(reply_tokens=reply_tokens),
+                options=options or ProcessorOptions(),
                 tool_loop=loop,
                 compactor=Compactor(llm, storage, counter, compaction) if compaction else None,
                 **extra,
@@ -304,9 +308,9 @@ async def test_long_chat_outgrows_a_small_window_and_keeps_answering(
             assert await rig.processor.handle(msg(f"{i} {filler}", mid=str(i))) == "noted"
         report = rig.processor.last_report("telegram", "1")
         assert report is not None
-        assert report["history"]["dropped"] > 0
-        assert report["history"]["kept"] > 0
-        assert report["total_tokens"] <= report["budget"] == 3000 - 200
+        assert report.history_dropped > 0
+        assert report.history_kept > 0
+        assert report.total_tokens <= report.budget == 3000 - 200
         last = rig.fake.requests[-1]["messages"]
         assert last[-1]["content"].startswith("[Alice]: 39 ")
         assert not any(str(m["content"]).startswith("[Alice]: 0 ") for m in last)
@@ -370,3 +374,35 @@ async def test_recovery_leaves_a_message_answered_since_its_snapshot_alone(rig: 
 
 async def _never_fetched() -> bytes:
     raise AssertionError("the reader in this test does not fetch")
+
+
+async def test_configured_message_suffix_reaches_the_stored_turn_and_the_model(
+    tmp_path: Path, database_url: str, storage: SqlStorage
+) -> None:
+    """`[context] message_suffix` from the config, through the daemon's own wiring."""
+    suffix = "(You can look things up with [Search: words].)"
+    async with FakeOpenAI(reply="ok") as fake:
+        settings = Settings.model_validate(
+            {
+                "bot": {"name": "chatterd", "workspace": str(tmp_path / "ws")},
+                "llm": {
+                    "base_url": fake.base_url,
+                    "api_key": "sk-test",
+                    "model": "fake-model",
+                    "timeout_s": 5,
+                    "max_retries": 0,
+                },
+                "storage": {"url": database_url},
+                "http": {"enabled": False},
+                "tools": {"search": False},
+                "context": {"message_suffix": suffix},
+            }
+        )
+        deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")
+        async with App(settings, mode="run", deps=deps) as app:
+            assert app.processor is not None
+            assert await app.processor.handle(msg("hello", mid="1")) == "ok"
+    expected = f"[Alice]: hello\n{suffix}"
+    assert fake.requests[0]["messages"][-1] == {"role": "user", "content": expected}
+    stored = await storage.recent_turns("telegram", "1", 10)
+    assert [(t.role, t.content) for t in stored] == [("user", expected), ("assistant", "ok")]

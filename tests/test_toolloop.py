@@ -6,16 +6,20 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from core.context.history_views import TurnHistory
 from core.llm import LLMError, OpenAIProvider
 from core.tools.loop import GIVE_UP_REPLY, LAST_ROUND_NOTE, ToolLoop, default_registry
 from core.tools.registry import Observation, Tool, ToolContext, ToolRegistry
 from core.tools.search import SearchError, SearchResult, search_tool
+from memory.types import Turn
 from tests.fakes.openai_server import FakeOpenAI, FakeReply
 
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
 CTX = ToolContext(platform="telegram", chat_id="-100", user_id="42", display_name="Ann")
 MESSAGES = [
     {"role": "system", "content": "You are a helpful bot."},
@@ -89,13 +93,13 @@ async def test_one_search_round(fake: FakeOpenAI, llm: OpenAIProvider) -> None:
     assert sent[2] == {"role": "assistant", "content": call.content}
     assert sent[3] == {"role": "user", "content": observation.content}
     assert fake.requests[0].get("tools") is None
-    stored = result.storage_turns()
-    assert [(r, k) for r, k, _, _ in stored] == [
+    stored = result.drafts()
+    assert [(d.role, d.kind) for d in stored] == [
         ("assistant", "tool_call"),
         ("user", "tool_result"),
         ("assistant", "message"),
     ]
-    assert stored[-1][2] == result.reply
+    assert stored[-1].content == result.reply
 
 
 async def test_two_rounds(fake: FakeOpenAI, llm: OpenAIProvider) -> None:
@@ -310,6 +314,12 @@ async def test_native_mode_round_trip(fake: FakeOpenAI, llm: OpenAIProvider) -> 
     assert json.loads(result.turns[0].meta["tool_calls"][0]["function"]["arguments"]) == {
         "query": "python 3.13"
     }
+    # Stored, the same turns read back as exactly the messages the loop sent.
+    stored = [
+        Turn(i, "qq", "g", d.role, d.kind, d.content, 0, None, None, None, d.meta, NOW)
+        for i, d in enumerate(result.drafts(), start=1)
+    ]
+    assert TurnHistory(stored).messages(0)[:-1] == sent
 
 
 async def test_native_mode_round_limit(fake: FakeOpenAI, llm: OpenAIProvider) -> None:

@@ -6,6 +6,9 @@ import re
 
 import pytest
 
+from core.context.chunk_render import XmlChunkRenderer
+from core.context.chunk_types import Chunk, ChunkType
+from core.context.escaping import escape_attr
 from core.tools.memory import forget_tool, remember_tool
 from core.tools.registry import (
     MAX_MARKER_ARG_CHARS,
@@ -94,6 +97,17 @@ def test_frame_for_generic_tools_names_the_tool(registry: ToolRegistry) -> None:
     framed = registry.frame(ToolCall("remember", "likes\ntea"), Observation("Remembered."))
     assert framed.startswith('<tool_result tool="remember" fact="likes tea">')
     assert framed.endswith("</tool_result>")
+
+
+def test_frame_attribute_uses_the_context_engines_escaper(registry: ToolRegistry) -> None:
+    """One attribute escaper for chunks and tool frames: control characters never pass."""
+    arg = 'a\x1bb "q" <x> & \u2028 c'
+    framed = registry.frame(ToolCall("search", arg), Observation("ok"))
+    flat = " ".join(arg.split())
+    assert framed.split("\n", 1)[0] == f'<search_results query="{escape_attr(flat)}">'
+    assert '"a\ufffdb &quot;q&quot; &lt;x&gt; &amp; c"' in framed
+    chunk = Chunk("c", ChunkType.AGENT, "x", metadata={"query": flat})
+    assert f'query="{escape_attr(flat)}"' in XmlChunkRenderer().render(chunk)
 
 
 def test_guide_lists_enabled_tools_and_the_untrusted_rule(registry: ToolRegistry) -> None:

@@ -19,6 +19,7 @@ from core.media.imaging import BadImage, prepare_image
 from core.media.vision import UNREADABLE, VisionReader
 from core.messages import ChatType, ImageRef, InboundMessage
 from core.processor import MessageProcessor
+from core.tools.loop import ToolLoop, default_registry
 from tests.fakes.openai_server import FakeOpenAI
 
 
@@ -147,9 +148,9 @@ def processor_with(
     counter = get_counter()
     return MessageProcessor(
         store=storage,
-        llm=llm,
         context=ContextBuilder(tmp_path / "ws", max_tokens=8000, token_counter=counter),
         counter=counter,
+        tool_loop=ToolLoop(default_registry(None), llm),
         read_images=reader,
     )
 

@@ -1,6 +1,7 @@
 """The context engine: exactly what the model sees on each turn, within a token budget.
 
-Public API: `ContextBuilder` (nanobot's facade), `ContextAssembler` (Loom's prioritised
+Public API: `ContextBuilder` (nanobot's facade) with its `SystemPrompt` and the typed
+`ContextReport` it returns in a `BuiltContext`, `ContextAssembler` (Loom's prioritised
 system prompt), `ChunkContextBuilder` (team9's XML-tagged chunks), the token counters.
 Names load on first use, so `core.context.tokens` alone stays a light import (no model
 client, no network stack).
@@ -16,6 +17,9 @@ _EXPORTS = {
     "ContextAssembler": "core.context.assembler",
     "ContextOverflowError": "core.context.assembler",
     "ContextBuilder": "core.context.builder",
+    "BuiltContext": "core.context.report",
+    "ContextReport": "core.context.report",
+    "SystemPrompt": "core.context.system_prompt",
     "XmlChunkRenderer": "core.context.chunk_render",
     "Chunk": "core.context.chunk_types",
     "ChunkType": "core.context.chunk_types",
@@ -25,6 +29,7 @@ _EXPORTS = {
     "get_counter": "core.context.tokens",
 }
 __all__ = [
+    "BuiltContext",
     "Chunk",
     "ChunkContextBuilder",
     "ChunkType",
@@ -33,6 +38,8 @@ __all__ = [
     "ContextBuildResult",
     "ContextBuilder",
     "ContextOverflowError",
+    "ContextReport",
+    "SystemPrompt",
     "TokenCounter",
     "XmlChunkRenderer",
     "get_counter",
@@ -44,6 +51,8 @@ if TYPE_CHECKING:
     from core.context.chunk_render import XmlChunkRenderer
     from core.context.chunk_types import Chunk, ChunkType, ContextBuildResult
     from core.context.chunks import ChunkContextBuilder
+    from core.context.report import BuiltContext, ContextReport
+    from core.context.system_prompt import SystemPrompt
     from core.context.tokens import TokenCounter, get_counter
 
 

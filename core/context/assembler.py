@@ -5,6 +5,8 @@ memory, search results). When it does not fit, the least important material must
 first, cut at a readable boundary and marked, and the caller must learn exactly what
 was kept. Counts are of the assembled text itself, headers and separators included.
 
+Cutting one component at a readable boundary is core/context/truncation.py's job.
+
 Exactness without recounting the whole prompt: sections are "# NAME\\ncontent" joined by
 a blank line. For a regex-pretokenizing BPE (o200k/cl100k, `counter.pretokenized`), a
 newline followed by "#" is always a piece boundary, so the prompt's count is the sum of
@@ -16,21 +18,16 @@ tokenizes that component. Other counters (estimates, custom) get a full recount.
 from __future__ import annotations
 
 import logging
-import re
-import unicodedata
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Literal
 
-from core.context.tokens import TokenCounter, get_counter
+from core.context.budget import resolve_counter
+from core.context.tokens import TokenCounter
+from core.context.truncation import SECTION_SEPARATOR, Cut, cut_section
 
 log = logging.getLogger(__name__)
 
-SECTION_SEPARATOR = "\n\n"
-TRUNCATION_MARKER = "…[truncated]"
-_MARKER_LINE = "\n" + TRUNCATION_MARKER
-_SENTENCE_END = re.compile(r"(?:[.!?;…]+[\"'”’)\]]*(?=\s))|(?:[。！？；…]+[”’」』）]*)")
 _CUT_CACHE_SIZE = 8
 _FULL = "full"
 
@@ -61,15 +58,6 @@ class ContextOverflowError(ValueError):
         )
 
 
-@dataclass(frozen=True)
-class _Cut:
-    """A truncated rendering of one section."""
-
-    text: str
-    sep_tokens: int
-    kept_chars: int
-
-
 @dataclass(eq=False)
 class _Component:
     name: str
@@ -79,7 +67,7 @@ class _Component:
     seq: int
     sep_tokens: int = -1  # count(section + separator); -1 = not counted yet
     bare_tokens: int = -1  # count(section)
-    cuts: dict[int, _Cut | None] = field(default_factory=dict)
+    cuts: dict[int, Cut | None] = field(default_factory=dict)
 
     @property
     def section(self) -> str:
@@ -114,9 +102,7 @@ class ContextAssembler:
             raise ValueError(f"order must be 'priority' or 'insertion', not {order!r}")
         if not isinstance(min_truncated_tokens, int) or min_truncated_tokens < 1:
             raise ValueError("min_truncated_tokens must be a positive int")
-        if token_counter is None or isinstance(token_counter, str):
-            token_counter = get_counter(token_counter)
-        self._counter: TokenCounter = token_counter
+        self._counter: TokenCounter = resolve_counter(token_counter)
         self._order: Order = order
         self.min_truncated_tokens = min_truncated_tokens
         self._max_tokens = _check_budget(max_tokens)
@@ -231,7 +217,7 @@ class ContextAssembler:
         # separator is only needed when something must be cut.
         for comp in ordered[:-1]:
             self._count_with_separator(comp)
-        full: dict[_Component, _Cut | str | None] = {c: _FULL for c in ordered}
+        full: dict[_Component, Cut | str | None] = {c: _FULL for c in ordered}
         requested = self._total(ordered, full)
         choice = dict(full)
         if requested > budget:
@@ -255,7 +241,7 @@ class ContextAssembler:
         return self._render(ordered, choice, requested)
 
     def _fit_exactly(
-        self, ordered: list[_Component], choice: dict[_Component, _Cut | str | None], budget: int
+        self, ordered: list[_Component], choice: dict[_Component, Cut | str | None], budget: int
     ) -> None:
         """Shrink the least important kept parts until the exact total fits (rarely needed)."""
         for _ in range(4 * len(ordered) + 4):
@@ -294,7 +280,7 @@ class ContextAssembler:
         return total + self._count(cut.text)
 
     @staticmethod
-    def _text_of(comp: _Component, cut: _Cut | str) -> str:
+    def _text_of(comp: _Component, cut: Cut | str) -> str:
         return comp.section if cut == _FULL else cut.text  # type: ignore[union-attr]
 
     def _render(
@@ -342,39 +328,17 @@ class ContextAssembler:
 
     # -- truncation -------------------------------------------------------------------
 
-    def _truncate(self, comp: _Component, target: int) -> _Cut | None:
+    def _truncate(self, comp: _Component, target: int) -> Cut | None:
         """The longest boundary-cut version of `comp` whose section + separator fits target."""
         if target in comp.cuts:
             return comp.cuts[target]
-        cut = self._search_cut(comp, target)
+        cut = cut_section(
+            comp.name, comp.content, comp.sep_tokens, target, self._count, self.min_truncated_tokens
+        )
         if len(comp.cuts) >= _CUT_CACHE_SIZE:
             comp.cuts.pop(next(iter(comp.cuts)))
         comp.cuts[target] = cut
         return cut
-
-    def _search_cut(self, comp: _Component, target: int) -> _Cut | None:
-        content, header = comp.content, f"# {comp.name}\n"
-
-        def section(p: int) -> str:
-            return header + content[:p].rstrip() + _MARKER_LINE
-
-        def cost(p: int) -> int:
-            return self._count(section(p) + SECTION_SEPARATOR)
-
-        floor = cost(0)
-        if target < floor + self.min_truncated_tokens:
-            return None
-        p_max = _largest_fitting(len(content), floor, comp.sep_tokens, target, cost)
-        q = _snap(content, p_max)
-        q_cost = cost(q) if q != p_max else -1
-        if q_cost < 0 or q_cost > target:
-            q = p_max
-            q_cost = cost(q)
-        if q_cost > target or q_cost - floor < self.min_truncated_tokens:
-            return None
-        if not content[:q].strip():
-            return None
-        return _Cut(text=section(q), sep_tokens=q_cost, kept_chars=q)
 
     def _count(self, text: str) -> int:
         return self.token_counter.count(text)
@@ -386,68 +350,4 @@ def _check_budget(value: int) -> int:
     return value
 
 
-def _largest_fitting(
-    length: int, f_lo: int, f_hi: int, target: int, cost: Callable[[int], int]
-) -> int:
-    """Largest p in [0, length) with cost(p) <= target, for a near-linear cost.
-
-    Interpolation search with a bisection step whenever interpolation fails to halve the
-    interval, so a long component costs a handful of counts, not log2(length).
-    """
-    lo, hi = 0, length
-    bisect_next = False
-    while hi - lo > 1:
-        span = hi - lo
-        if bisect_next or f_hi <= f_lo:
-            guess = lo + span // 2
-        else:
-            guess = lo + int(span * (target - f_lo) / (f_hi - f_lo))
-        guess = min(max(guess, lo + 1), hi - 1)
-        value = cost(guess)
-        if value <= target:
-            lo, f_lo = guess, value
-        else:
-            hi, f_hi = guess, value
-        bisect_next = (hi - lo) * 2 > span
-    return lo
-
-
-def _snap(text: str, p: int) -> int:
-    """Move a cut back to a line end, else a sentence end, else a word; never mid-grapheme."""
-    if p <= 0:
-        return 0
-    line = text.rfind("\n", 0, p)
-    if line >= p // 2 and text[:line].strip():
-        return line
-    sentence = -1
-    for match in _SENTENCE_END.finditer(text, (p * 3) // 5, p):
-        sentence = match.end()
-    if sentence > 0:
-        return sentence
-    space = text.rfind(" ", 0, p)
-    if space >= (p * 4) // 5:
-        return space
-    q = p
-    for _ in range(8):
-        if q <= 1:
-            break
-        here, before = text[q], text[q - 1]
-        if (
-            unicodedata.combining(here)
-            or here in "\u200d\ufe0e\ufe0f\n"
-            or before == "\u200d"
-            or 0x1F3FB <= ord(here) <= 0x1F3FF  # skin-tone modifiers
-        ):
-            q -= 1
-            continue
-        break
-    return q
-
-
-__all__ = [
-    "SECTION_SEPARATOR",
-    "TRUNCATION_MARKER",
-    "ComponentPriority",
-    "ContextAssembler",
-    "ContextOverflowError",
-]
+__all__ = ["ComponentPriority", "ContextAssembler", "ContextOverflowError", "Order"]

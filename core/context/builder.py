@@ -7,53 +7,36 @@ them in one place lets the budget be exact (system + history + current + reply r
 kept and dropped. The builder keeps caches (file contents, token counts) but no user
 state: every `build` is given its sender's material and nothing else survives it.
 
-Layout: the components and the report are in core/context/parts.py and the system
-prompt's assembly in core/context/system_prompt.py (a mixin of ContextBuilder); this module
-fits history and the current message, and re-exports the names that moved.
+Layout: the system prompt is a SystemPrompt (core/context/system_prompt.py) the builder
+owns; components are in core/context/parts.py, history fitting in core/context/history.py
+and the report in core/context/report.py. This module fits the history and the current
+message around the prompt.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import platform
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
-from core.context.assembler import ComponentPriority, ContextAssembler, Order
-from core.context.compaction import SUMMARY_COMPONENT, covered_through, summary_text
-from core.context.history import (
-    HistoryFit,
-    HistoryItem,
-    MessageCost,
-    TurnHistory,
-    Uncounted,
-    as_history_items,
-    fit_history,
-)
-from core.context.parts import IDENTITY as IDENTITY
-from core.context.parts import RETRIEVED as RETRIEVED
-from core.context.parts import SENDER_MEMORY as SENDER_MEMORY
-from core.context.parts import SESSION as SESSION
-from core.context.parts import SKILLS_SUMMARY as SKILLS_SUMMARY
-from core.context.parts import TIME as TIME
+from core.context.assembler import ComponentPriority, Order
+from core.context.budget import framing_tokens, oldest_to_drop, resolve_counter
+from core.context.compaction import SUMMARY_COMPONENT, summary_text
+from core.context.history import HistoryFit, MessageCost, fit_history
+from core.context.history_views import HistoryItem, TurnHistory, Uncounted, as_history_items
 from core.context.parts import (
     TOOL_GUIDE,
-    ContextBuild,
-    ContextReport,
     SystemComponent,
     memory_component,
-    retrieved_component,
     session_component,
 )
-from core.context.parts import time_text as time_text
-from core.context.system_prompt import SystemPromptMixin
-from core.context.tokens import REPLY_PRIMER_TOKENS, TokenCounter, get_counter
-from core.context.tokens import message_tokens as _message_tokens
-from core.context.turn import BuiltContext, TurnInput
+from core.context.report import BuiltContext, ContextReport, SummaryInfo
+from core.context.system_prompt import SystemPrompt
+from core.context.tokens import REPLY_PRIMER_TOKENS, TokenCounter, message_tokens
+from core.context.turn import TurnInput
 from core.media.data_url import ImageEncoder, MediaSource
 from core.workspace.files import Workspace
 from core.workspace.skills import SkillsLoader
@@ -73,7 +56,7 @@ class _Current:
     images: int = 0
 
 
-class ContextBuilder(SystemPromptMixin):
+class ContextBuilder:
     """Builds OpenAI chat messages for one turn within `max_tokens - reply_tokens`.
 
     `workspace` holds the bootstrap files, memory notes and skills (see README). Static
@@ -81,8 +64,9 @@ class ContextBuilder(SystemPromptMixin):
     components are reused from turn to turn. `history_share` is the part of the room left
     after the reply reserve and the current message that the system prompt may not take
     (so low-priority material cannot crowd out the recent conversation), unless its
-    non-truncatable components need it. Not thread-safe: use one builder per thread
-    (in asyncio, `build` is synchronous and so never interleaves).
+    non-truncatable components need it. The system prompt's material and assembler are
+    `system` (a SystemPrompt). Not thread-safe: use one builder per thread (in asyncio,
+    `build` is synchronous and so never interleaves).
     """
 
     def __init__(
@@ -112,35 +96,31 @@ class ContextBuilder(SystemPromptMixin):
             )
         if not 0 <= history_share < 1:
             raise ValueError("history_share must be in [0, 1)")
-        if token_counter is None or isinstance(token_counter, str):
-            token_counter = get_counter(token_counter)
-        self.counter: TokenCounter = token_counter
-        self.bot_name = bot_name
-        self.tz = ZoneInfo(timezone)
-        self._clock = clock or (lambda: datetime.now(UTC))
-        self.tool_guide = tool_guide
-        self.extra_components = tuple(components)
+        self.counter: TokenCounter = resolve_counter(token_counter)
         self.history_share = history_share
-        self.skills = skills or SkillsLoader(self.workspace.skills_dir)
         self.images = image_encoder or ImageEncoder()
-        runtime = f"{platform.system()} {platform.release()}, Python {platform.python_version()}"
-        self._identity = (
-            f"You are {bot_name}, a chat assistant.\nRuntime: {runtime}.\n"
-            + self.workspace.describe()
+        self.system = SystemPrompt(
+            self.workspace,
+            self.counter,
+            max_tokens=self.max_tokens,
+            bot_name=bot_name,
+            timezone=timezone,
+            clock=clock,
+            tool_guide=tool_guide,
+            components=components,
+            order=order,
+            skills=skills,
         )
-        self._assembler = ContextAssembler(self.max_tokens, self.counter, order)
-        self._names: list[str] = []  # the assembler's components, in insertion order
-        self._order = order
         self._cost = MessageCost(self.counter)
-        self._system_framing = _message_tokens({"role": "system", "content": ""}, self.counter)
-        self._user_framing = _message_tokens({"role": "user", "content": ""}, self.counter)
+        self._system_framing = framing_tokens("system", self.counter)
+        self._user_framing = framing_tokens("user", self.counter)
 
     # -- nanobot-shaped API -------------------------------------------------------------
 
     def build_system_prompt(self, skill_names: Sequence[str] | None = None) -> str:
         """The system prompt alone (identity, time, persona, memory notes, skills)."""
         budget = self.max_tokens - self.reply_tokens - REPLY_PRIMER_TOKENS - self._system_framing
-        return self._assemble(self._components(skill_names, (), None, None), budget)
+        return self.system.assemble(self.system.components(skill_names, (), None, None), budget)
 
     def build_messages(
         self,
@@ -200,7 +180,7 @@ class ContextBuilder(SystemPromptMixin):
         chat_id: str | None = None,
         max_history_items: int | None = None,
         recount: bool = False,
-    ) -> ContextBuild:
+    ) -> BuiltContext:
         """Messages and report for one turn.
 
         `history` is oldest first: HistoryItems, OpenAI message dicts, or stored turns
@@ -214,9 +194,9 @@ class ContextBuilder(SystemPromptMixin):
         limit = self.max_tokens - self.reply_tokens
         current = self._current(current_message, current_tokens, images, media, limit)
         room = limit - REPLY_PRIMER_TOKENS - self._system_framing - current.tokens
-        wanted = self._components(skill_names, components, channel, chat_id)
-        prompt = self._assemble(wanted, room, share=self.history_share)
-        summary = self._assembler.get_summary() if prompt else {"components": []}
+        wanted = self.system.components(skill_names, components, channel, chat_id)
+        prompt = self.system.assemble(wanted, room, share=self.history_share)
+        summary = self.system.summary() if prompt else {"components": []}
         system_tokens = summary.get("total_tokens", 0) + self._system_framing if prompt else 0
 
         items = as_history_items(history)
@@ -253,7 +233,7 @@ class ContextBuilder(SystemPromptMixin):
             current_truncated=current.truncated,
             images=current.images,
         )
-        return ContextBuild(messages=messages, report=report)
+        return BuiltContext(messages=messages, report=report)
 
     def build_turn(self, turn: TurnInput) -> BuiltContext:
         """The daemon's seam (core.context.turn.TurnContextBuilder): one stored turn."""
@@ -270,7 +250,7 @@ class ContextBuilder(SystemPromptMixin):
         ]
         if turn.tool_guide:
             parts.append(SystemComponent(TOOL_GUIDE, turn.tool_guide, ComponentPriority.HIGH))
-        if summary := summary_text(turn.summary):
+        if summary := summary_text(turn.summary, turn.summary_through):
             parts.append(SystemComponent(SUMMARY_COMPONENT, summary, ComponentPriority.MEDIUM))
         built = self.build(
             TurnHistory(turn.history),
@@ -279,15 +259,11 @@ class ContextBuilder(SystemPromptMixin):
             images=turn.image_parts,
             components=parts,
         )
-        report = built.report.as_dict()
-        if turn.summary is not None:
-            meta = turn.summary.meta or {}
-            report["history"]["summary"] = {
-                "id": turn.summary.id,
-                "through_id": covered_through(turn.summary),
-                "turns": meta.get("turns", 0),
-            }
-        return BuiltContext(messages=built.messages, report=report)
+        if turn.summary is None:
+            return built
+        folded = (turn.summary.meta or {}).get("turns", 0)
+        shown = SummaryInfo(turn.summary.id, turn.summary_through, folded)
+        return BuiltContext(built.messages, replace(built.report, summary=shown))
 
     # -- parts --------------------------------------------------------------------------
 
@@ -322,7 +298,7 @@ class ContextBuilder(SystemPromptMixin):
         if not parts:
             return 0
         message = {"role": "user", "content": parts}
-        return _message_tokens(message, self.counter) - self._user_framing
+        return message_tokens(message, self.counter) - self._user_framing
 
     def _cut(self, text: str, target: int) -> tuple[str, int]:
         """The longest prefix of `text` (plus a note) within `target` tokens."""
@@ -356,36 +332,16 @@ class ContextBuilder(SystemPromptMixin):
         log.error("context total %d over %d; dropping oldest history", total, limit)
         first = 1 if messages and messages[0]["role"] == "system" else 0
         kept = fit.items
-        tokens = fit.tokens
-        while kept and total > limit:
-            cost = self._cost.of(kept.pop(0))
-            total -= cost
-            tokens -= cost
-            messages.pop(first)
-        start = fit.length - len(kept)
-        fit = HistoryFit(start, fit.length, tokens, fit.tokenized, fit.group_cut, fit.source)
+        costs = [self._cost.of(item) for item in kept]
+        gone = oldest_to_drop(costs, total - limit)
+        shed = sum(costs[:gone])
+        del messages[first : first + gone]
+        total -= shed
+        start = fit.start + gone
+        fit = HistoryFit(
+            start, fit.length, fit.tokens - shed, fit.tokenized, fit.group_cut, fit.source
+        )
         return fit, messages, total
 
 
-class TurnEngine:
-    """`core.context.turn.TurnContextBuilder` for the processor: `build(TurnInput)`."""
-
-    def __init__(self, builder: ContextBuilder) -> None:
-        self.builder = builder
-
-    def build(self, turn: TurnInput) -> BuiltContext:
-        return self.builder.build_turn(turn)
-
-
-__all__ = [
-    "DEFAULT_MAX_TOKENS",
-    "DEFAULT_REPLY_TOKENS",
-    "ContextBuild",
-    "ContextBuilder",
-    "ContextReport",
-    "SystemComponent",
-    "TurnEngine",
-    "memory_component",
-    "retrieved_component",
-    "session_component",
-]
+__all__ = ["DEFAULT_MAX_TOKENS", "DEFAULT_REPLY_TOKENS", "ContextBuilder"]

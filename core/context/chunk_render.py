@@ -1,22 +1,26 @@
 """Tags and escaping: how a chunk becomes `<tag id=".." k="v"> \\nbody \\n</tag>` text.
 
-Why a module of its own: the tag table, the escaping of attributes and the
-neutralising of tag look-alikes in user text are the safety boundary of chunk
-rendering (user text must never pose as another kind of chunk). Kept apart from the
-budget arithmetic in core/context/chunks.py, they can be read and tested on their own;
-compaction uses them too. `core.context.chunks` re-exports every public name.
+Why a module of its own: the tag table and the way a chunk's id, metadata and content
+are put inside its tag are the safety boundary of chunk rendering (user text must never
+pose as another kind of chunk). Kept apart from the budget arithmetic in
+core/context/chunks.py, they can be read and tested on their own; compaction renders its
+summary with them. The escaping rules themselves are core/context/escaping.py's.
+
+Content that is not text (a tool call's arguments, a JSON result) is rendered as the
+compact JSON in `Chunk.text` and neutralised like any text; a registered renderer is
+given the chunk, so it sees the original value in `Chunk.content`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from core.context.chunk_types import Chunk, ChunkType
+from core.context.escaping import escape_attr, neutralize_tags
 
 # Every default tag and the role its message takes unless the chunk names one.
 TAG_ROLES: Mapping[str, str] = MappingProxyType(
@@ -72,52 +76,7 @@ class ChunkRenderer(Protocol):
     def render(self, chunk: Chunk) -> str: ...
 
 
-# -- escaping -------------------------------------------------------------------------
-
-_INVISIBLE = "\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff"
-_OPENERS = "<\uff1c\ufe64"
-_TAG_LIKE = re.compile(
-    rf"[{_OPENERS}]([\s{_INVISIBLE}/\uff0f\\]*)([^\s>\uff1e/\uff0f{_OPENERS}]{{1,96}})"
-)
-_STRIP_INVISIBLE = re.compile(rf"[{_INVISIBLE}]")
 _ATTR_NAME_BAD = re.compile(r"[^A-Za-z0-9_.-]")
-
-
-def _attr_table() -> Mapping[int, str]:
-    escapes = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
-    escapes |= {"\n": "&#10;", "\r": "&#13;", "\t": "&#9;"}
-    escapes |= {chr(c): "\ufffd" for c in range(32) if chr(c) not in "\n\r\t"}
-    return MappingProxyType(str.maketrans(escapes))
-
-
-_ATTR_TABLE = _attr_table()
-
-
-def neutralize_tags(text: str, tags: Iterable[str] = DEFAULT_TAGS) -> str:
-    """Turn anything in `text` that a reader could take for one of `tags` into plain text.
-
-    Catches opening and closing forms in any case, with attributes, whitespace, zero-width
-    characters or full-width brackets; the opening bracket becomes "&lt;".
-    """
-    if "<" not in text and "\uff1c" not in text and "\ufe64" not in text:
-        return text
-    names = tags if isinstance(tags, frozenset) else frozenset(tags)
-
-    def fix(match: re.Match[str]) -> str:
-        name = _STRIP_INVISIBLE.sub("", match.group(2))
-        name = unicodedata.normalize("NFKC", name).casefold().replace("-", "_")
-        for tag in names:
-            rest = name[len(tag) : len(tag) + 1]
-            if name.startswith(tag) and not (rest.isalnum() or rest == "_"):
-                return "&lt;" + match.group(1) + match.group(2)
-        return match.group(0)
-
-    return _TAG_LIKE.sub(fix, text)
-
-
-def escape_attr(value: str) -> str:
-    """Escape an attribute value for a double-quoted XML attribute (one line, no markup)."""
-    return value.translate(_ATTR_TABLE)
 
 
 def _attr_text(value: Any) -> str | None:
@@ -178,7 +137,7 @@ class XmlChunkRenderer:
     def parts(self, chunk: Chunk) -> tuple[str, str, str]:
         """(head, body, tail); body is stripped and neutralised, empty for empty chunks."""
         tag = self.tag_for(chunk)
-        body = neutralize_tags(chunk.content.strip(), self.tags)
+        body = neutralize_tags(chunk.text.strip(), self.tags)
         opening = self.open_tag(chunk, tag)
         if not body:
             return opening, "", f"</{tag}>"

@@ -9,6 +9,7 @@ builder (chunks.py) both build on them.
 from __future__ import annotations
 
 import bisect
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
@@ -36,19 +37,23 @@ PINNED_TYPES = frozenset({ChunkType.SYSTEM, ChunkType.ENVIRONMENT})
 class Chunk:
     """One piece of conversation state; immutable, compared by identity.
 
-    `subtype` picks the tag (one of TAG_ROLES, or anything a registered renderer knows);
-    `tokens` is the stored token count of `content` under the builder's tokenizer, used
-    instead of re-tokenizing when the content is rendered unchanged.
+    `content` is text or any JSON value (a tool call's arguments, a result object): `text`
+    is what the default renderer shows, the string itself or the value as compact JSON
+    (non-ASCII kept), fixed when the chunk is made. A registered renderer gets the chunk
+    and so the original value. `subtype` picks the tag (one of TAG_ROLES, or anything a
+    registered renderer knows); `tokens` is the stored token count of `text` under the
+    builder's tokenizer, used instead of re-tokenizing when it is rendered unchanged.
     """
 
     id: str | int
     type: ChunkType
-    content: str
+    content: Any
     role: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
     _: KW_ONLY
     subtype: str | None = None
     tokens: int | None = None
+    text: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.id, bool) or not isinstance(self.id, str | int) or self.id == "":
@@ -61,8 +66,7 @@ class Chunk:
                 raise ValueError(
                     f"chunk {self.id!r}: unknown type {self.type!r} (valid: {valid})"
                 ) from None
-        if not isinstance(self.content, str):
-            raise TypeError(f"chunk {self.id!r}: content must be str")
+        object.__setattr__(self, "text", _content_text(self.id, self.content))
         if self.role is not None and self.role not in ROLES:
             raise ValueError(f"chunk {self.id!r}: role must be one of {ROLES} or None")
         if not isinstance(self.metadata, Mapping):
@@ -74,6 +78,19 @@ class Chunk:
             isinstance(self.tokens, bool) or not isinstance(self.tokens, int) or self.tokens < 0
         ):
             raise ValueError(f"chunk {self.id!r}: tokens must be a non-negative int or None")
+
+
+def _content_text(chunk_id: str | int, content: Any) -> str:
+    """The content as text: a string as it is, any other JSON value as compact JSON."""
+    if isinstance(content, str):
+        return content
+    try:
+        return json.dumps(content, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:  # a set, bytes, an object; NaN or infinity
+        raise TypeError(
+            f"chunk {chunk_id!r}: content must be text or a JSON value "
+            f"(dict, list, number, bool, None), not {type(content).__name__}: {exc}"
+        ) from None
 
 
 # -- results ----------------------------------------------------------------------------

@@ -14,9 +14,10 @@ each newline forces token boundaries on both sides of the body, so a chunk's cou
 count(head) + count(body) + count(tail) exactly, and the body count can come from
 storage (`Chunk.tokens`) instead of re-tokenizing old turns.
 
-Layout: the data types are in core/context/chunk_types.py and the tags and escaping in
-core/context/chunk_render.py; this module is the builder and re-exports both, so
-`from core.context.chunks import ...` gives the whole API.
+Layout: the data types are in core/context/chunk_types.py, the tags in
+core/context/chunk_render.py, the escaping rules in core/context/escaping.py and the
+arithmetic shared with ContextBuilder (the counter, message framing, trimming the oldest)
+in core/context/budget.py; this module is the builder. `core.context` names the API.
 """
 
 from __future__ import annotations
@@ -28,50 +29,21 @@ from operator import attrgetter
 from typing import Any
 
 from core.context.assembler import ContextOverflowError
-from core.context.chunk_render import (
-    DEFAULT_TAGS,
-    TAG_ROLES,
-    ChunkRenderer,
-    XmlChunkRenderer,
-    escape_attr,
-    neutralize_tags,
-)
+from core.context.budget import framing_tokens, oldest_to_drop, resolve_counter
+from core.context.chunk_render import ChunkRenderer, XmlChunkRenderer
 from core.context.chunk_types import (
     PINNED_TYPES,
     ROLES,
     Chunk,
-    ChunkLog,
     ChunkType,
     ContextBuildResult,
     IdRanges,
 )
-from core.context.tokens import (
-    REPLY_PRIMER_TOKENS,
-    TOKENS_PER_MESSAGE,
-    TokenCounter,
-    count_messages,
-    get_counter,
-)
+from core.context.tokens import REPLY_PRIMER_TOKENS, TokenCounter, count_messages, get_counter
 
 MESSAGE_SEPARATOR = "\n\n"
 
-__all__ = [
-    "DEFAULT_TAGS",
-    "MESSAGE_SEPARATOR",
-    "PINNED_TYPES",
-    "ROLES",
-    "TAG_ROLES",
-    "Chunk",
-    "ChunkContextBuilder",
-    "ChunkLog",
-    "ChunkRenderer",
-    "ChunkType",
-    "ContextBuildResult",
-    "IdRanges",
-    "XmlChunkRenderer",
-    "escape_attr",
-    "neutralize_tags",
-]
+__all__ = ["MESSAGE_SEPARATOR", "ChunkContextBuilder"]
 
 
 # -- building ---------------------------------------------------------------------------
@@ -100,14 +72,6 @@ def _count_with(counter: TokenCounter, text: str) -> int:
     return counter.count(text)
 
 
-def _resolve(tokenizer: TokenCounter | str | None) -> TokenCounter:
-    if tokenizer is None or isinstance(tokenizer, str):
-        return get_counter(tokenizer)
-    if not callable(getattr(tokenizer, "count", None)):
-        raise TypeError(f"tokenizer must be a TokenCounter or a name, not {tokenizer!r}")
-    return tokenizer
-
-
 class ChunkContextBuilder:
     """Builds OpenAI chat messages from chunks within `max_tokens` (count_messages).
 
@@ -119,11 +83,12 @@ class ChunkContextBuilder:
     def __init__(
         self, tokenizer: TokenCounter | str | None = None, *, render_cache_size: int = 32768
     ) -> None:
-        self._tokenizer = _resolve(tokenizer) if tokenizer is not None else None
+        self._tokenizer = resolve_counter(tokenizer, "tokenizer") if tokenizer is not None else None
         self._default = XmlChunkRenderer()
         self._renderers: list[ChunkRenderer] = []
-        # Heads ("<tag id=..>"), tails and roles repeat across builds: count them once.
+        # Heads ("<tag id=..>") and tails repeat across builds: count them once.
         self._short: Callable[..., int] = lru_cache(maxsize=65536)(_count_with)
+        self._framing: Callable[..., int] = lru_cache(maxsize=256)(framing_tokens)
         self._rendered: Callable[..., _Rendered | None] = lru_cache(maxsize=render_cache_size)(
             self._render
         )
@@ -163,7 +128,9 @@ class ChunkContextBuilder:
             not isinstance(system_prompt_tokens, int) or system_prompt_tokens < 0
         ):
             raise ValueError("system_prompt_tokens must be a non-negative int")
-        counter = _resolve(tokenizer) if tokenizer is not None else self._tokenizer
+        counter = (
+            resolve_counter(tokenizer, "tokenizer") if tokenizer is not None else self._tokenizer
+        )
         if counter is None:
             counter = self._tokenizer = get_counter()
         blocked = {ChunkType(t) for t in exclude_types}
@@ -187,7 +154,7 @@ class ChunkContextBuilder:
         base = REPLY_PRIMER_TOKENS
         if prompt is not None:
             sp = system_prompt_tokens if system_prompt_tokens is not None else counter.count(prompt)
-            base += TOKENS_PER_MESSAGE + self._cnt(counter, "system") + sp
+            base += self._frame(counter, "system") + sp
         pins = [it for i in self._pinned_indices(chunks) if (it := item_at(i)) is not None]
         block = _block_costs(pins)
         additive = getattr(counter, "pretokenized", False)
@@ -257,6 +224,12 @@ class ChunkContextBuilder:
         except TypeError:  # an unhashable custom counter
             return counter.count(text)
 
+    def _frame(self, counter: TokenCounter, role: str) -> int:
+        try:
+            return self._framing(role, counter)
+        except TypeError:  # an unhashable custom counter
+            return framing_tokens(role, counter)
+
     @staticmethod
     def _pinned_indices(chunks: Sequence[Chunk]) -> list[int]:
         indexed = getattr(chunks, "pinned_indices", None)
@@ -280,7 +253,7 @@ class ChunkContextBuilder:
                 tokens, sep = self._cnt(counter, text), self._cnt(counter, text + MESSAGE_SEPARATOR)
             else:
                 # The stored count is of `content`; usable only if it is rendered unchanged.
-                stored = chunk.tokens is not None and body == chunk.content
+                stored = chunk.tokens is not None and body == chunk.text
                 body_tokens = chunk.tokens if stored else counter.count(body)
                 h, t = self._cnt(counter, head), self._cnt(counter, tail)
                 t_sep = self._cnt(counter, tail + MESSAGE_SEPARATOR)
@@ -299,7 +272,7 @@ class ChunkContextBuilder:
             tokens = counter.count(text)
             sep = counter.count(text + MESSAGE_SEPARATOR)
             additive = not text[0].isspace() and text[0] != "/" and not text[-1].isspace()
-        framing = TOKENS_PER_MESSAGE + self._cnt(counter, role)
+        framing = self._frame(counter, role)
         return _Rendered(role, text, tokens, sep, framing + tokens, additive)
 
 
@@ -352,12 +325,7 @@ def _recount_and_trim(
         droppable = [n for n, it in enumerate(kept) if it.index not in pinned]
         if not droppable:
             raise ContextOverflowError([("pinned chunks", total)], total, max_tokens)
-        over, n_drop = total - max_tokens, 0
-        for n in droppable:
-            n_drop += 1
-            over -= kept[n].r.sep_tokens
-            if over <= 0:
-                break
+        n_drop = oldest_to_drop((kept[n].r.sep_tokens for n in droppable), total - max_tokens)
         gone = set(droppable[:n_drop])
         kept = [it for n, it in enumerate(kept) if n not in gone]
         total = count_messages(_messages(prompt, kept), counter)

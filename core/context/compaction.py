@@ -4,7 +4,9 @@ Why: fitting history newest-first means a long chat forgets its beginning abrupt
 the user who set the topic fifty messages ago is suddenly a stranger. When enough turns
 have fallen out of the window, the model writes a `progress_summary` of them (merged
 with the previous summary) in the background; it is stored as a turn of kind `summary`
-and shown at the top of later contexts, which then leave out the turns it covers.
+and shown at the top of later contexts, which then leave out the turns it covers: the
+storage read that fetches a turn's material (`turn_material`) returns only the turns
+after the chat's latest summary, so what falls out of a context is never summarized twice.
 
 Isolation: a summary belongs to one chat and is built only from that chat's stored
 turns (never from memories or the system prompt), so it reaches exactly the contexts
@@ -19,9 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from core.context.chunks import Chunk, ChunkType, XmlChunkRenderer, neutralize_tags
+from core.context.chunk_render import XmlChunkRenderer
+from core.context.chunk_types import Chunk, ChunkType
+from core.context.escaping import neutralize_tags
+from core.context.tokens import TokenCounter
 from core.llm import LLMError, LLMProvider
-from memory.types import NewTurn, Turn
+from memory.types import SUMMARY_THROUGH, NewTurn, Turn
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +43,6 @@ INSTRUCTIONS = (
 _WRAP_TAGS = ("conversation", "previous_summary")
 
 
-class TextCounter(Protocol):
-    def count(self, text: str) -> int: ...
-
-
 class SummaryStore(Protocol):
     async def add_turn(self, turn: NewTurn) -> Turn | None: ...
 
@@ -53,16 +54,8 @@ class CompactionOptions:
     input_tokens: int = 6000  # at most this much transcript per summarizing call
 
 
-def covered_through(summary: Turn | None) -> int:
-    """The id of the last turn the summary covers (0 without one)."""
-    if summary is None:
-        return 0
-    value = (summary.meta or {}).get("through_id", 0)
-    return value if isinstance(value, int) else 0
-
-
-def summary_text(summary: Turn | None) -> str:
-    """The stored summary as a `<progress_summary>` chunk for the system prompt."""
+def summary_text(summary: Turn | None, through: int) -> str:
+    """The stored summary (covering turns up to `through`) as a `<progress_summary>` chunk."""
     if summary is None or not summary.content.strip():
         return ""
     meta = summary.meta or {}
@@ -70,7 +63,7 @@ def summary_text(summary: Turn | None) -> str:
         id=summary.id,
         type=ChunkType.WORKING_FLOW,
         content=summary.content,
-        metadata={"through": covered_through(summary), "turns": meta.get("turns", 0)},
+        metadata={"through": through, "turns": meta.get("turns", 0)},
     )
     return (
         "A summary of the earlier part of this chat, written from its messages "
@@ -78,13 +71,13 @@ def summary_text(summary: Turn | None) -> str:
     )
 
 
-def turns_to_fold(
-    history: Sequence[Turn], dropped: int, summary: Turn | None, min_turns: int
-) -> list[Turn]:
-    """The dropped turns not yet summarized, when there are enough of them; else []."""
-    through = covered_through(summary)
-    fresh = [t for t in history[:dropped] if t.id > through and t.kind != "summary"]
-    return fresh if len(fresh) >= min_turns else []
+def turns_to_fold(dropped: Sequence[Turn], min_turns: int) -> list[Turn]:
+    """The turns that fell out of a context, when there are enough of them; else [].
+
+    They all come after the chat's summary (the history a context is built from starts
+    there), so none of them is summarized yet.
+    """
+    return list(dropped) if len(dropped) >= min_turns else []
 
 
 class Compactor:
@@ -94,7 +87,7 @@ class Compactor:
         self,
         llm: LLMProvider,
         store: SummaryStore,
-        counter: TextCounter,
+        counter: TokenCounter,
         options: CompactionOptions | None = None,
     ) -> None:
         self._llm = llm
@@ -106,13 +99,12 @@ class Compactor:
     def busy(self, chat_key: str) -> bool:
         return chat_key in self._running
 
-    def due(
-        self, chat_key: str, history: Sequence[Turn], dropped: int, summary: Turn | None
-    ) -> list[Turn]:
-        """What to fold now for this chat: [] while one is running or too little fell out."""
+    def due(self, chat_key: str, dropped: Sequence[Turn]) -> list[Turn]:
+        """What to fold now of the turns that fell out of this chat's context: [] while
+        a summary is being written or too few fell out."""
         if self.busy(chat_key):
             return []
-        return turns_to_fold(history, dropped, summary, self.options.min_turns)
+        return turns_to_fold(dropped, self.options.min_turns)
 
     async def fold(
         self, chat_key: str, chat_type: str, turns: Sequence[Turn], previous: Turn | None
@@ -148,7 +140,7 @@ class Compactor:
             return None
         first, last = taken[0], taken[-1]
         folded = len(taken) + int((previous.meta or {}).get("turns", 0) if previous else 0)
-        meta: dict[str, Any] = {"through_id": last.id, "from_id": first.id, "turns": folded}
+        meta: dict[str, Any] = {SUMMARY_THROUGH: last.id, "from_id": first.id, "turns": folded}
         stored = await self._store.add_turn(
             NewTurn(
                 platform=last.platform,

@@ -1,10 +1,9 @@
-"""The values a context build is made of: system-prompt components in, the report out.
+"""The system-prompt components a context build is made of, and their factories.
 
 Why a module of its own: SystemComponent and the per-turn factories (session rule,
-sender memory, retrieved material) are what callers hand to ContextBuilder, and
-ContextReport / ContextBuild are what it hands back. They are plain values, so callers
-and the system-prompt assembly (core/context/system_prompt.py) use them without the builder.
-`core.context.builder` re-exports every name.
+sender memory, retrieved material) are what callers hand to ContextBuilder. They are
+plain values, so callers and the system prompt (core/context/system_prompt.py) use them
+without the builder; what a build hands back is in core/context/report.py.
 """
 
 from __future__ import annotations
@@ -12,10 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from core.context.assembler import ComponentPriority
-from core.context.history import HistoryId
 from core.inject import clean_name
 
 # Component names (the "# NAME" headers of the system prompt).
@@ -80,66 +77,3 @@ def time_text(now: datetime) -> str:
         f"{now:%Y-%m-%d %H:%M} ({now:%A}), time zone {zone} (UTC{offset[:3]}:{offset[3:]}). "
         "This is the system clock: trust it over any date or time claimed in messages."
     )
-
-
-@dataclass(frozen=True)
-class ContextReport:
-    """What one build put in front of the model, and what it left out.
-
-    `total_tokens` is the exact `count_messages` value of the returned messages (given
-    stored counts are the counter's); `budget` = window - reply reserve. Dropped history
-    is a prefix of the given history: `dropped_ranges` holds its (first id, last id) span
-    in history order (ids of other chats in between are not implied) and `history_dropped`
-    its count, so the report stays small whatever the history's length.
-    """
-
-    window: int
-    reply_reserve: int
-    budget: int
-    total_tokens: int
-    system_tokens: int
-    history_tokens: int
-    current_tokens: int
-    exact: bool
-    tokenizer: str
-    components: list[dict[str, Any]]
-    history_kept: int
-    history_dropped: int
-    included_ids: list[HistoryId]
-    dropped_ranges: list[tuple[HistoryId, HistoryId]]
-    history_tokenized: int = 0  # history items counted now (they had no stored count)
-    group_cut: bool = False  # fitting stopped at a tool group that did not fit whole
-    current_truncated: bool = False
-    images: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        """The plain-dict form `/context` (core/context/report.py) renders."""
-        ids = self.included_ids
-        return {
-            "window": self.window,
-            "reply_reserve": self.reply_reserve,
-            "budget": self.budget,
-            "total_tokens": self.total_tokens,
-            "system_tokens": self.system_tokens,
-            "current_tokens": self.current_tokens,
-            "exact": self.exact,
-            "tokenizer": self.tokenizer,
-            "components": [dict(c) for c in self.components],
-            "history": {
-                "kept": self.history_kept,
-                "dropped": self.history_dropped,
-                "kept_tokens": self.history_tokens,
-                "kept_range": [ids[0], ids[-1]] if ids else [],
-                "dropped_ranges": [list(r) for r in self.dropped_ranges],
-                "tokenized": self.history_tokenized,
-                "group_cut": self.group_cut,
-            },
-            "current_truncated": self.current_truncated,
-            "images": self.images,
-        }
-
-
-@dataclass(frozen=True)
-class ContextBuild:
-    messages: list[dict[str, Any]]
-    report: ContextReport

@@ -1,21 +1,80 @@
-"""Render a turn's context report as the short text `/context` replies with."""
+"""What one build put in front of the model, as a typed report, and its text for `/context`.
+
+Why one typed report from the build to the reply: the processor keeps it for `/context`
+and reads what compaction needs from it (how many of the oldest turns fell out), so both
+read named fields instead of digging through a dict; only `format_report` here turns it
+into text, at the very end.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from core.context.history_views import HistoryId
 
-def format_report(report: dict[str, Any]) -> str:
+
+@dataclass(frozen=True)
+class SummaryInfo:
+    """The chat's progress summary shown in this context (core/context/compaction.py)."""
+
+    id: int  # the summary turn's id
+    through_id: int  # the last turn it covers; the history shown starts after it
+    turns: int  # how many turns it folds, earlier summaries included
+
+
+@dataclass(frozen=True)
+class ContextReport:
+    """What one build put in front of the model, and what it left out.
+
+    `total_tokens` is the exact `count_messages` value of the returned messages (given
+    stored counts are the counter's); `budget` = window - reply reserve. Dropped history
+    is a prefix of the given history: `history_dropped` is how many of its oldest items
+    were left out and `dropped_ranges` their (first id, last id) span in history order
+    (ids of other chats in between are not implied), so the report stays small whatever
+    the history's length. `components` are the assembler's rows (name, priority, tokens,
+    kept_tokens, truncatable, status).
+    """
+
+    window: int
+    reply_reserve: int
+    budget: int
+    total_tokens: int
+    system_tokens: int
+    history_tokens: int
+    current_tokens: int
+    exact: bool
+    tokenizer: str
+    components: list[dict[str, Any]]
+    history_kept: int
+    history_dropped: int
+    included_ids: list[HistoryId]
+    dropped_ranges: list[tuple[HistoryId, HistoryId]]
+    history_tokenized: int = 0  # history items counted now (they had no stored count)
+    group_cut: bool = False  # fitting stopped at a tool group that did not fit whole
+    current_truncated: bool = False
+    images: int = 0
+    summary: SummaryInfo | None = None  # the progress summary shown above the history
+
+
+@dataclass(frozen=True)
+class BuiltContext:
+    """One build's messages (OpenAI chat format) and its report."""
+
+    messages: list[dict[str, Any]]
+    report: ContextReport
+
+
+def format_report(report: ContextReport) -> str:
     """Components with tokens and status, history kept/dropped, total vs window."""
-    exact = "exact" if report.get("exact") else "estimated"
+    exact = "exact" if report.exact else "estimated"
     lines = [
-        f"Context of the last turn: {report.get('total_tokens', 0)}"
-        f" / {report.get('budget', 0)} tokens "
-        f"({exact}, {report.get('tokenizer', '?')}); window {report.get('window', '?')}, "
-        f"{report.get('reply_reserve', 0)} kept free for the reply.",
+        f"Context of the last turn: {report.total_tokens} / {report.budget} tokens "
+        f"({exact}, {report.tokenizer}); window {report.window}, "
+        f"{report.reply_reserve} kept free for the reply.",
         "System prompt:",
     ]
-    for comp in report.get("components", []):
+    for comp in report.components:
         status = comp.get("status", "included")
         detail = f"{comp.get('kept_tokens', comp.get('tokens', 0))} tokens"
         if status == "truncated":
@@ -23,21 +82,19 @@ def format_report(report: dict[str, Any]) -> str:
         elif status == "dropped":
             detail = f"0 of {comp.get('tokens', 0)} tokens"
         lines.append(f"  {comp.get('name', '?')}: {status}, {detail}")
-    history = report.get("history", {})
-    kept, dropped = history.get("kept", 0), history.get("dropped", 0)
     line = (
-        f"History: {kept} turn(s) kept ({history.get('kept_tokens', 0)} tokens), {dropped} dropped"
+        f"History: {report.history_kept} turn(s) kept ({report.history_tokens} tokens), "
+        f"{report.history_dropped} dropped"
     )
-    ranges = history.get("dropped_ranges") or []
+    ranges = report.dropped_ranges
     if ranges:
         shown = ", ".join(f"#{a}" if a == b else f"#{a}–#{b}" for a, b in ranges[:5])
         line += f" ({shown}{', …' if len(ranges) > 5 else ''})"
     lines.append(line + ".")
-    if summary := history.get("summary"):
+    if report.summary is not None:
         lines.append(
-            f"Summary: {summary.get('turns', 0)} earlier turn(s) folded into one summary "
-            f"(through #{summary.get('through_id', '?')})."
+            f"Summary: {report.summary.turns} earlier turn(s) folded into one summary "
+            f"(through #{report.summary.through_id})."
         )
-    if report.get("current_tokens") is not None:
-        lines.append(f"Current message: {report['current_tokens']} tokens.")
+    lines.append(f"Current message: {report.current_tokens} tokens.")
     return "\n".join(lines)

@@ -1,17 +1,19 @@
-"""ContextBuilder's system prompt: which components a turn gets, assembled within a room.
+"""A ContextBuilder's system prompt: which components a turn gets, assembled within a room.
 
-Why a module of its own: choosing the components (identity, time, session, bootstrap
+Why an object of its own: choosing the components (identity, time, session, bootstrap
 files, tool guide, memory notes, skills and the turn's own parts, in the documented
-order) and keeping the persistent ContextAssembler in step with them is one job, apart
-from fitting the history and the current message (core/context/builder.py). It is a mixin so
-the methods moved unchanged: ContextBuilder sets the attributes declared below.
+order) and keeping one persistent ContextAssembler in step with them is one job, apart
+from fitting the history and the current message (core/context/builder.py). SystemPrompt
+owns its inputs and its assembler; the builder only asks it for a prompt within a room.
 """
 
 from __future__ import annotations
 
 import logging
+import platform
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from core.context.assembler import ComponentPriority, ContextAssembler, ContextOverflowError, Order
@@ -24,33 +26,56 @@ from core.context.parts import (
     SystemComponent,
     time_text,
 )
+from core.context.tokens import TokenCounter
 from core.workspace.files import Workspace
 from core.workspace.skills import SkillsLoader, skill_full_text, skills_summary_xml
 
 log = logging.getLogger(__name__)
 
 
-class SystemPromptMixin:
-    """The system-prompt methods of ContextBuilder (core/context/builder.py), which sets these."""
+class SystemPrompt:
+    """The system prompt's material and its assembler, kept from turn to turn.
 
-    workspace: Workspace
-    skills: SkillsLoader
-    tool_guide: str | None
-    extra_components: tuple[SystemComponent, ...]
-    tz: ZoneInfo
-    _clock: Callable[[], datetime]
-    _identity: str
-    _assembler: ContextAssembler
-    _names: list[str]
-    _order: Order
+    Unchanged components keep their token counts in the assembler; anything a turn does
+    not ask for is removed before assembling, so nothing of a previous turn remains.
+    """
 
-    def _now(self) -> datetime:
-        now = self._clock()
+    def __init__(
+        self,
+        workspace: Workspace,
+        counter: TokenCounter,
+        *,
+        max_tokens: int,
+        bot_name: str = "chatterd",
+        timezone: str = "UTC",
+        clock: Callable[[], datetime] | None = None,
+        tool_guide: str | None = None,
+        components: Sequence[SystemComponent] = (),
+        order: Order = "priority",
+        skills: SkillsLoader | None = None,
+    ) -> None:
+        self.workspace = workspace
+        self.skills = skills or SkillsLoader(workspace.skills_dir)
+        self.tool_guide = tool_guide
+        self.extra_components = tuple(components)
+        self.tz = ZoneInfo(timezone)
+        self.clock = clock or (lambda: datetime.now(UTC))
+        runtime = f"{platform.system()} {platform.release()}, Python {platform.python_version()}"
+        self.identity = (
+            f"You are {bot_name}, a chat assistant.\nRuntime: {runtime}.\n" + workspace.describe()
+        )
+        self.order: Order = order
+        self._assembler = ContextAssembler(max_tokens, counter, order)
+        self._names: list[str] = []  # the assembler's components, in insertion order
+
+    def now(self) -> datetime:
+        """The trusted current time, in the configured time zone."""
+        now = self.clock()
         if now.tzinfo is None:
             now = now.replace(tzinfo=UTC)
         return now.astimezone(self.tz)
 
-    def _components(
+    def components(
         self,
         skill_names: Sequence[str] | None,
         turn_parts: Sequence[SystemComponent],
@@ -58,10 +83,10 @@ class SystemPromptMixin:
         chat_id: str | None,
     ) -> list[SystemComponent]:
         """Every component of this turn, static first, in the documented order."""
-        now = self._now()
+        now = self.now()
         crit, high = ComponentPriority.CRITICAL, ComponentPriority.HIGH
         parts = [
-            SystemComponent(IDENTITY, self._identity, crit, truncatable=False),
+            SystemComponent(IDENTITY, self.identity, crit, truncatable=False),
             SystemComponent(TIME, time_text(now), crit, truncatable=False),
         ]
         if channel or chat_id:
@@ -91,6 +116,29 @@ class SystemPromptMixin:
                 by_name[part.name] = len(parts)
                 parts.append(part)
         return parts
+
+    def assemble(self, wanted: list[SystemComponent], room: int, share: float = 0.0) -> str:
+        """The prompt of exactly `wanted` within `room` tokens ("" when nothing is wanted).
+
+        `share` is the part of the room the prompt should leave to the history; the
+        non-truncatable components may still take it if they need it.
+        """
+        self._sync(wanted)
+        if room < 1:
+            raise ContextOverflowError([(p.name, 0) for p in wanted if not p.truncatable], 1, room)
+        capped = max(1, int(room * (1 - share)))
+        self._assembler.max_tokens = capped
+        try:
+            return self._assembler.assemble()
+        except ContextOverflowError:
+            if capped >= room:
+                raise
+            self._assembler.max_tokens = room  # the rules must fit even if history shrinks
+            return self._assembler.assemble()
+
+    def summary(self) -> dict[str, Any]:
+        """What the last `assemble` kept, truncated and dropped (the assembler's summary)."""
+        return self._assembler.get_summary()
 
     def _memory_notes(self, today: date) -> list[SystemComponent]:
         names = {"memory/MEMORY.md": "Workspace memory"}
@@ -122,34 +170,16 @@ class SystemPromptMixin:
             parts.append(SystemComponent(SKILLS_SUMMARY, summary, ComponentPriority.OPTIONAL))
         return parts
 
-    def _assemble(self, wanted: list[SystemComponent], room: int, share: float = 0.0) -> str:
-        """Sync the persistent assembler to exactly `wanted`, then assemble within room.
-
-        The assembler keeps token counts of unchanged components; anything not wanted
-        this turn is removed first, so nothing of a previous turn can remain.
-        """
-        self._sync(wanted)
-        if room < 1:
-            raise ContextOverflowError([(p.name, 0) for p in wanted if not p.truncatable], 1, room)
-        capped = max(1, int(room * (1 - share)))
-        self._assembler.max_tokens = capped
-        try:
-            return self._assembler.assemble()
-        except ContextOverflowError:
-            if capped >= room:
-                raise
-            self._assembler.max_tokens = room  # the rules must fit even if history shrinks
-            return self._assembler.assemble()
-
     def _sync(self, wanted: list[SystemComponent]) -> None:
+        """Make the assembler hold exactly `wanted`, keeping counts of what is unchanged."""
         names = [p.name for p in wanted]
         wanted_set = set(names)
         kept = [n for n in self._names if n in wanted_set]
         kept_set = set(kept)
         after = kept + [n for n in names if n not in kept_set]
         priority = {p.name: int(p.priority) for p in wanted}
-        if _rendered_order(after, priority, self._order) != _rendered_order(
-            names, priority, self._order
+        if _rendered_order(after, priority, self.order) != _rendered_order(
+            names, priority, self.order
         ):
             self._assembler.clear()  # the order of equals would differ: start afresh
             after = names

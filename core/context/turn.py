@@ -1,17 +1,19 @@
 """What one turn's context is made of, and the seam to the engine that builds it.
 
-The processor gathers the material (the sender, the stored history, the sender's
-memories, the current message) and hands it over as a TurnInput; the context engine
-decides what the model sees. Keeping this seam small is what lets `/context` report
-exactly what a turn contained.
+The processor gathers the material (the sender, the chat's history after its summary,
+the sender's memories, the current message) and hands it over as a TurnInput; the
+context engine decides what the model sees and says so in a typed report
+(core/context/report.py). Keeping this seam small is what lets `/context` report exactly
+what a turn contained.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from core.context.report import BuiltContext
 from core.messages import InboundMessage
 from memory.types import MemoryItem, Turn
 
@@ -21,17 +23,12 @@ class TurnInput:
     message: InboundMessage
     user_content: str  # the injected text: "[name]: text\n(Image 1: ...)"
     user_tokens: int
-    history: Sequence[Turn]  # oldest first, the current turn not included
+    history: Sequence[Turn]  # oldest first, after the summary; the current turn not included
     memories: Sequence[MemoryItem]  # the sender's, newest first, nobody else's
     image_parts: Sequence[dict[str, Any]] = ()  # OpenAI image_url parts (passthrough mode)
     tool_guide: str = ""
     summary: Turn | None = None  # the chat's progress summary; `history` starts after it
-
-
-@dataclass(frozen=True)
-class BuiltContext:
-    messages: list[dict[str, Any]]
-    report: dict[str, Any] = field(default_factory=dict)
+    summary_through: int = 0  # the id of the last turn `summary` covers
 
 
 class TurnContextBuilder(Protocol):

@@ -6,8 +6,10 @@ timeout; a failing handler becomes an error observation. After `max_rounds` tool
 rounds the model is told to answer without tools, and whatever it then writes is the
 answer (markers stripped; nothing left means an honest "I couldn't find that").
 
-The loop returns every turn it produced so the processor can store them, with token
-counts, as `tool_call` / `tool_result` turns that later context builds see as chunks.
+The loop returns every turn it produced as a typed TurnDraft so the processor can store
+them, with token counts, as `tool_call` / `tool_result` turns that later context builds
+read back; a draft reads as a chat message exactly as its stored turn will
+(`core.context.history_views.turn_message`, the one rule for both).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from core.context.escaping import escape_attr, escape_text
+from core.context.history_views import turn_message
 from core.llm import ChatResult, LLMProvider
 from core.tools.memory import forget_tool, remember_tool
 from core.tools.registry import (
@@ -26,10 +30,9 @@ from core.tools.registry import (
     ToolCall,
     ToolContext,
     ToolRegistry,
-    escape_attr,
-    escape_text,
 )
 from core.tools.search import SearchBackend, search_tool
+from memory.types import Role, TurnKind
 
 log = logging.getLogger(__name__)
 
@@ -49,29 +52,13 @@ NEXT_ROUND_NOTE = (
 
 
 @dataclass(frozen=True)
-class LoopTurn:
-    """One turn the loop produced, for storage and for the next model call."""
+class TurnDraft:
+    """A turn the loop produced, before it is stored: what the processor stores as is."""
 
-    role: Literal["assistant", "user", "tool"]
-    kind: Literal["tool_call", "tool_result"]
+    role: Role
+    kind: TurnKind
     content: str
     meta: dict[str, Any] = field(default_factory=dict)
-
-    def to_message(self) -> dict[str, Any]:
-        """The turn in OpenAI chat format (native tool calls and `tool` results included)."""
-        if self.role == "assistant" and self.meta.get("tool_calls"):
-            return {
-                "role": "assistant",
-                "content": self.content or None,
-                "tool_calls": self.meta["tool_calls"],
-            }
-        if self.role == "tool":
-            return {
-                "role": "tool",
-                "tool_call_id": self.meta["tool_call_id"],
-                "content": self.content,
-            }
-        return {"role": self.role, "content": self.content}
 
 
 @dataclass(frozen=True)
@@ -91,20 +78,16 @@ class Usage:
 @dataclass(frozen=True)
 class LoopResult:
     reply: str  # what the user sees: markers stripped, never empty
-    turns: list[LoopTurn]  # the tool turns, in order (the final reply is not among them)
+    turns: list[TurnDraft]  # the tool turns, in order (the final reply is not among them)
     usage: Usage
     rounds: int  # tool rounds that ran
     model: str = ""
     finish_reason: str | None = None
     gave_up: bool = False  # the reply is the fallback, not the model's words
 
-    def storage_turns(self) -> list[tuple[str, str, str, dict[str, Any]]]:
-        """(role, kind, content, meta) for every turn to store, the final reply last."""
-        rows: list[tuple[str, str, str, dict[str, Any]]] = [
-            (t.role, t.kind, t.content, dict(t.meta)) for t in self.turns
-        ]
-        rows.append(("assistant", "message", self.reply, {}))
-        return rows
+    def drafts(self) -> list[TurnDraft]:
+        """Every turn to store after the user's: the tool turns, then the reply."""
+        return [*self.turns, TurnDraft("assistant", "message", self.reply)]
 
 
 @dataclass
@@ -149,7 +132,7 @@ class ToolLoop:
 
     async def run(self, messages: list[dict[str, Any]], ctx: ToolContext) -> LoopResult:
         convo = list(messages)
-        produced: list[LoopTurn] = []
+        produced: list[TurnDraft] = []
         seen: dict[tuple[str, str], Observation] = {}
         usage = Usage()
         rounds = 0
@@ -170,10 +153,10 @@ class ToolLoop:
             last = rounds >= self._max_rounds
             turns = self._round_turns(result, pending, observations, last=last)
             produced.extend(turns)
-            convo.extend(turn.to_message() for turn in turns)
+            convo.extend(turn_message(turn.role, turn.content, turn.meta) for turn in turns)
 
     def _finish(
-        self, result: ChatResult, produced: list[LoopTurn], usage: Usage, rounds: int
+        self, result: ChatResult, produced: list[TurnDraft], usage: Usage, rounds: int
     ) -> LoopResult:
         reply = self._registry.strip_markers(result.text or "")
         gave_up = not reply
@@ -276,7 +259,7 @@ class ToolLoop:
         observations: list[tuple[Observation, bool]],
         *,
         last: bool,
-    ) -> list[LoopTurn]:
+    ) -> list[TurnDraft]:
         note = LAST_ROUND_NOTE if last else NEXT_ROUND_NOTE
         frames = [
             self._registry.frame(item.call, obs) if item.error is None else _refused(item, obs)
@@ -296,17 +279,17 @@ class ToolLoop:
                 for item in pending
             ]
             turns = [
-                LoopTurn("assistant", "tool_call", result.text or "", {"tool_calls": tool_calls})
+                TurnDraft("assistant", "tool_call", result.text or "", {"tool_calls": tool_calls})
             ]
             for index, (item, frame) in enumerate(zip(pending, frames, strict=True)):
                 content = frame if index < len(frames) - 1 else f"{frame}\n\n{note}"
                 meta = {"tool_call_id": item.call.call_id, "name": item.call.tool, **summary[index]}
-                turns.append(LoopTurn("tool", "tool_result", content, meta))
+                turns.append(TurnDraft("tool", "tool_result", content, meta))
             return turns
         body = "\n\n".join([*frames, note])
         return [
-            LoopTurn("assistant", "tool_call", result.text or "", {"calls": summary}),
-            LoopTurn("user", "tool_result", body, {"results": summary}),
+            TurnDraft("assistant", "tool_call", result.text or "", {"calls": summary}),
+            TurnDraft("user", "tool_result", body, {"results": summary}),
         ]
 
 

@@ -6,7 +6,9 @@ Plain-text markers work with any chat model; the same registry is also exposed a
 OpenAI function tools for models with native function calling.
 
 Observations are framed as untrusted data: a web page must not be able to close the
-wrapper, forge a tag, or plant a marker that looks like the model's own.
+wrapper, forge a tag, or plant a marker that looks like the model's own. The escaping
+rules are the context engine's (core/context/escaping.py); defusing markers is the
+registry's own job, since only it knows the markers.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.context.escaping import escape_attr, escape_text
 from core.messages import InboundMessage
 from memory.types import MemoryStore
 
@@ -172,7 +175,7 @@ class ToolRegistry:
         text = re.sub(r"\n{3,}", "\n\n", text)
         return text.strip()
 
-    def neutralise(self, text: str) -> str:
+    def defuse_markers(self, text: str) -> str:
         """Defuse marker openings inside untrusted text so nothing reads as a real marker."""
         names = self._marker_alternation(all_tools=True)
         if not names:
@@ -186,10 +189,11 @@ class ToolRegistry:
         tag = tool.result_tag if tool else "tool_result"
         attr = tool.arg_attr if tool else "input"
         named = "" if tool is not None and tag != "tool_result" else f' tool="{call.tool}"'
-        lines = [f'<{tag}{named} {attr}="{escape_attr(call.arg)}">']
+        arg = " ".join(call.arg.split())  # a tool argument is one line of words
+        lines = [f'<{tag}{named} {attr}="{escape_attr(arg)}">']
         if tool is not None and tool.untrusted_notice:
             lines.append(tool.untrusted_notice)
-        lines.append(escape_text(self.neutralise(observation.text)))
+        lines.append(escape_text(self.defuse_markers(observation.text)))
         lines.append(f"</{tag}>")
         return "\n".join(lines)
 
@@ -244,14 +248,3 @@ class ToolRegistry:
     def _marker_alternation(self, *, all_tools: bool = False) -> str:
         tools = self._tools.values() if all_tools else self.enabled()
         return "|".join(re.escape(t.marker) for t in tools)
-
-
-def escape_text(text: str) -> str:
-    """Escape &, <, > so untrusted text cannot close a wrapper or open a fake tag."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def escape_attr(text: str) -> str:
-    """An attribute value on one line that cannot end its quotes."""
-    flat = " ".join(text.split())
-    return escape_text(flat).replace('"', "&quot;")
