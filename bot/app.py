@@ -62,6 +62,11 @@ class App:
         """Each model endpoint's state (FallbackProvider.health), for /healthz."""
         return {name: provider.health() for name, provider in self._models.items()}
 
+    async def extra_health(self) -> dict[str, Any]:
+        """The /healthz sections beside the channels: turn states and model endpoints."""
+        turns = await self.recovery.health() if self.recovery is not None else None
+        return {"turns": turns, "models": self.model_health()}
+
     async def __aenter__(self) -> App:
         try:
             await self._start()
@@ -126,7 +131,7 @@ class App:
         deps = replace(
             deps,
             health_source=self.health,
-            turns_health=self.recovery.health,
+            extra_health=self.extra_health,
             policy=dispatcher.policy,
         )
         for spec in CHANNELS:

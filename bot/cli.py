@@ -1,4 +1,4 @@
-"""`chatterd` command line: run, chat, db upgrade, config check, memory."""
+"""`chatterd` command line: run, chat, db upgrade, config check, memory, turns."""
 
 from __future__ import annotations
 
@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     from bot.memory_cli import add_memory_parser
 
     add_memory_parser(sub)
+    from bot.turns_cli import add_turns_parser
+
+    add_turns_parser(sub)
     return parser
 
 
@@ -101,6 +104,10 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "config":
         print(json.dumps(mask_secrets(settings), indent=2, ensure_ascii=False))
         return 0
+    if args.command == "turns":
+        from bot.turns_cli import run_turns_command
+
+        return asyncio.run(run_turns_command(args, settings))
     from bot.memory_cli import run_memory_command
 
     return asyncio.run(run_memory_command(args, settings))

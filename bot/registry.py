@@ -26,7 +26,8 @@ class ChannelDeps:
     console_in: TextIO
     console_out: TextIO
     console_user: str
-    turns_health: Callable[[], Awaitable[dict[str, Any]]] | None = None
+    # More /healthz sections beside the channels (turn states, model endpoints).
+    extra_health: Callable[[], Awaitable[dict[str, Any]]] | None = None
     # The dispatcher's trigger policy, filled in by the App: a channel that must know early
     # whether a message will be answered (Telegram shows "typing" at once) asks this one.
     policy: TriggerPolicy | None = None
@@ -42,7 +43,7 @@ class ChannelSpec:
 def _http(deps: ChannelDeps) -> Channel:
     from channels.http import HttpChannel
 
-    return HttpChannel(deps.settings.http, deps.health_source, turns_health=deps.turns_health)
+    return HttpChannel(deps.settings.http, deps.health_source, extra_health=deps.extra_health)
 
 
 def _console(deps: ChannelDeps) -> Channel:

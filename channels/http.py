@@ -191,13 +191,13 @@ class HttpChannel:
         health_source: Callable[[], Mapping[str, ChannelHealth]],
         *,
         max_body_bytes: int = 64 * 1024,
-        turns_health: Callable[[], Awaitable[dict[str, Any]]] | None = None,
+        extra_health: Callable[[], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         if max_body_bytes < 1:
             raise ValueError("max_body_bytes must be positive")
         self._config = config
         self._health_source = health_source
-        self._turns_health = turns_health
+        self._extra_health = extra_health
         self._max_body = max_body_bytes
         self._token = config.token.get_secret_value().encode() if config.token else None
         self._handler: MessageHandler | None = None
@@ -285,12 +285,11 @@ class HttpChannel:
                 for name, h in sorted(channels.items())
             },
         }
-        if self._turns_health is not None:
+        if self._extra_health is not None:
             try:
-                body["turns"] = await self._turns_health()
+                body |= await self._extra_health()
             except Exception:
-                log.exception("turn statistics failed")
-                body["turns"] = None
+                log.exception("health details failed")
         return web.json_response(body)
 
     def _check_token(self, request: web.Request) -> web.Response | None:

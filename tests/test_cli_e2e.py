@@ -280,3 +280,35 @@ def test_every_subcommand_help_shows_the_global_options(
     shown = capsys.readouterr().out
     assert f"usage: chatterd {' '.join(command)}" in shown
     assert "--config CONFIG" in shown and "--log-level LOG_LEVEL" in shown
+
+
+async def test_turns_list_shows_accepted_messages_by_state(tmp_path: Path) -> None:
+    from memory.intake import IntakeStore
+    from memory.migrate import Database, parse_url
+    from memory.types import IntakeDraft
+
+    async with FakeOpenAI() as fake:
+        env = env_for(tmp_path, fake)
+        code, _, err = await run_cli(["db", "upgrade"], env)
+        assert code == 0, err
+        database = Database(parse_url(env["CHATTERD_STORAGE__URL"]))
+        try:
+            store = IntakeStore(database)
+            for mid, text in (("1", "first\nline two"), ("2", "second")):
+                draft = IntakeDraft("telegram", "42", "private", "7", "Ann", text, mid)
+                assert await store.accept(draft) is not None
+            done = await store.by_message("telegram", "42", "2")
+            assert done is not None
+            await store.move(done.id, "failed", expected=["pending"])
+        finally:
+            await database.close()
+        code, out, err = await run_cli(["turns", "list", "--state", "pending"], env)
+        assert code == 0, err
+        (line,) = out.splitlines()  # user text stays on one line
+        assert "pending" in line and "telegram:42" in line and "'first line two'" in line
+        code, out, _ = await run_cli(["turns", "list"], env)
+        assert [row.split()[1] for row in out.splitlines()] == ["failed", "pending"]
+        code, out, _ = await run_cli(["turns", "list", "--state", "expired"], env)
+        assert out.strip() == "no accepted messages in state expired"
+        code, _, err = await run_cli(["turns", "list", "--state", "lost"], env)
+        assert code == 2 and "invalid choice" in err

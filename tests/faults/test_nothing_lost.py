@@ -151,6 +151,8 @@ async def test_sigkill_during_the_model_call(harness: Harness) -> None:
     turns = await harness.settled(second)
     harness.assert_each_answered_once(PEOPLE)
     assert turns["recovered_total"] == len(PEOPLE)
+    (endpoint,) = (await second.health())["models"]["llm"]  # /healthz names the endpoint
+    assert endpoint["state"] == "ok" and "sk-fault-test" not in str(endpoint)
     assert (await harness.states())["delivered"] == len(PEOPLE)
 
 
