@@ -10,10 +10,11 @@ updates (`... WHERE state = 'pending'`), so two answerers can never both win.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, bindparam, func, select, update
 
 from memory.migrate import Database
 from memory.models import OPEN_STATES, IntakeRow, check_key, clean_text, utc, utcnow
@@ -45,8 +46,32 @@ _COLUMNS = (
 )
 
 
+_FIELDS = tuple(column.key for column in _COLUMNS if column.key != "id")
+
+
 def _entry(row: Any) -> IntakeEntry:
     return IntakeEntry(*row)
+
+
+# Built once: the turn path runs these on every message.
+_CLAIM = (
+    update(IntakeRow)
+    .where(IntakeRow.id == bindparam("entry_id"), IntakeRow.state == "pending")
+    .values(
+        attempts=IntakeRow.attempts + 1,
+        user_turn_id=func.coalesce(bindparam("user_turn_id"), IntakeRow.user_turn_id),
+        updated_at=bindparam("now"),
+    )
+)
+_SETTLE = (
+    update(IntakeRow)
+    .where(IntakeRow.id == bindparam("entry_id"), IntakeRow.state == "pending")
+    .values(
+        state=bindparam("state"),
+        reply_turn_id=bindparam("reply_turn_id"),
+        updated_at=bindparam("now"),
+    )
+)
 
 
 def claim_in(conn: Connection, entry_id: int, user_turn_id: int | None) -> None:
@@ -54,26 +79,15 @@ def claim_in(conn: Connection, entry_id: int, user_turn_id: int | None) -> None:
 
     Raises IntakeConflict, rolling the whole transaction back, unless still pending.
     """
-    values: dict[str, Any] = {"attempts": IntakeRow.attempts + 1, "updated_at": utcnow()}
-    if user_turn_id is not None:
-        values["user_turn_id"] = user_turn_id
-    done = conn.execute(
-        update(IntakeRow)
-        .where(IntakeRow.id == entry_id, IntakeRow.state == "pending")
-        .values(**values)
-    )
-    if done.rowcount != 1:
+    params = {"entry_id": entry_id, "user_turn_id": user_turn_id, "now": utcnow()}
+    if conn.execute(_CLAIM, params).rowcount != 1:
         raise IntakeConflict(entry_id)
 
 
 def settle_in(conn: Connection, entry_id: int, state: TurnState, reply_turn_id: int | None) -> None:
     """Inside the transaction that stores the reply: pending -> answered (or failed)."""
-    done = conn.execute(
-        update(IntakeRow)
-        .where(IntakeRow.id == entry_id, IntakeRow.state == "pending")
-        .values(state=state, reply_turn_id=reply_turn_id, updated_at=utcnow())
-    )
-    if done.rowcount != 1:
+    params = {"entry_id": entry_id, "state": state, "reply_turn_id": reply_turn_id}
+    if conn.execute(_SETTLE, {**params, "now": utcnow()}).rowcount != 1:
         raise IntakeConflict(entry_id)
 
 
@@ -82,44 +96,46 @@ class IntakeStore:
 
     def __init__(self, database: Database) -> None:
         self._db = database
-
-    async def accept(self, draft: IntakeDraft) -> IntakeEntry | None:
-        """Store a triggered message as `pending`; None when its message id was seen."""
-        check_key("intake chat", draft.platform, draft.chat_id)
-        check_key("intake sender", draft.platform, draft.sender_id)
-        now = utcnow()
-        values = {
-            "platform": draft.platform,
-            "chat_id": draft.chat_id,
-            "chat_type": draft.chat_type,
-            "sender_id": draft.sender_id,
-            "sender_name": clean_text(draft.sender_name)[:256],
-            "text": clean_text(draft.text),
-            "platform_message_id": draft.platform_message_id,
-            "thread_id": draft.thread_id,
-            "payload": draft.payload,
-            "state": "pending",
-            "attempts": 0,
-            "delivery": {},
-            "received_at": utc(draft.received_at),
-            "updated_at": now,
-        }
-        statement = self._insert_ignoring_duplicates().values(**values).returning(*_COLUMNS)
-
-        def write(conn: Connection) -> IntakeEntry | None:
-            row = conn.execute(statement).first()
-            return _entry(row) if row is not None else None
-
-        return await self._db.write(write)
-
-    def _insert_ignoring_duplicates(self) -> Any:
-        if self._db.dialect == "sqlite":
+        if database.dialect == "sqlite":
             from sqlalchemy.dialects.sqlite import insert as dialect_insert
         else:
             from sqlalchemy.dialects.postgresql import insert as dialect_insert
-        return dialect_insert(IntakeRow).on_conflict_do_nothing(
-            index_elements=["platform", "chat_id", "platform_message_id"]
+        self._accept = (
+            dialect_insert(IntakeRow)
+            .on_conflict_do_nothing(index_elements=["platform", "chat_id", "platform_message_id"])
+            .returning(IntakeRow.id)
         )
+
+    async def accept(self, draft: IntakeDraft) -> IntakeEntry | None:
+        """Store a triggered message as `pending`; None when its message id was seen.
+
+        One INSERT returning only the id: it is on every message's path.
+        """
+        check_key("intake chat", draft.platform, draft.chat_id)
+        check_key("intake sender", draft.platform, draft.sender_id)
+        now = utcnow()
+        entry = IntakeEntry(
+            id=0,
+            platform=draft.platform,
+            chat_id=draft.chat_id,
+            chat_type=draft.chat_type,
+            sender_id=draft.sender_id,
+            sender_name=clean_text(draft.sender_name)[:256],
+            text=clean_text(draft.text),
+            platform_message_id=draft.platform_message_id,
+            thread_id=draft.thread_id,
+            payload=draft.payload,
+            state="pending",
+            attempts=0,
+            user_turn_id=None,
+            reply_turn_id=None,
+            delivery={},
+            received_at=utc(draft.received_at),
+            updated_at=now,
+        )
+        values = {field: getattr(entry, field) for field in _FIELDS}
+        found = await self._db.write(lambda conn: conn.execute(self._accept, values).first())
+        return replace(entry, id=int(found[0])) if found is not None else None
 
     async def get(self, entry_id: int) -> IntakeEntry | None:
         query = select(*_COLUMNS).where(IntakeRow.id == entry_id)
