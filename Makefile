@@ -34,6 +34,7 @@ lint: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/turn_bench.py
 	$(BIN)/python bench/context_bench.py
+	$(BIN)/python bench/intake_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

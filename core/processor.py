@@ -81,7 +81,7 @@ class Store(TurnStore, MemoryStore, Protocol):
     intake: Intake
 
     async def turn_material(
-        self, platform: str, chat_id: str, sender_id: str, limit: int, before_id: int
+        self, platform: str, chat_id: str, sender_id: str, limit: int, before_id: int | None
     ) -> TurnMaterial: ...
 
     async def turn_content(self, turn_id: int) -> Turn | None: ...
@@ -104,8 +104,9 @@ class ProcessorOptions:
 class MessageProcessor:
     """Handles triggered messages: per-chat order, dedupe, storage, model, reply.
 
-    Why one class: the ordering guarantees (user turn stored before the model call, the
-    assistant and tool turns stored together after it) only hold if one place owns them.
+    Why one class: the guarantees (the message durable in the intake before any slow
+    step; the user turn, the tool turns, the reply and the intake state stored in one
+    transaction after the model; one answer per message) only hold if one place owns them.
     """
 
     def __init__(
@@ -276,23 +277,36 @@ class MessageProcessor:
     async def _answer_entry(
         self, entry: IntakeEntry, message: InboundMessage, late: bool
     ) -> str | None:
-        """Under the chat's lock: store the user turn, ask the model, store and send."""
-        started = await self._start(entry, message)
-        if started is None:
+        """Under the chat's lock: ask the model, then store the user turn, the tool turns
+        and the reply in the transaction that settles the intake row, and send.
+
+        The message is already durable in the intake, so the conversation's turns are
+        written once, together: two writes per turn (accept, settle), as before the intake.
+        """
+        if late and not await self._claim(entry):
             return None  # answered meanwhile (another replica, or recovery)
-        content, stored_id, user_tokens, images = started
+        images = await self._images(message)
+        content = inject(
+            message.sender_name,
+            message.sender_id,
+            message.text,
+            images.notes,
+            self._options.message_suffix,
+        )
+        meta = {"images": images.hashes} if images.hashes else {}
+        user_turn = self._user_turn(message, content, kind="message", meta=meta)
         found = await self._store.turn_material(
             message.platform,
             message.chat_id,
             message.sender_id,
             self._options.history_limit,
-            stored_id,
+            None,  # the chat is ours: everything stored so far came before this message
         )
         built = self._context.build_turn(
             TurnInput(
                 message=message,
                 user_content=content,
-                user_tokens=user_tokens,
+                user_tokens=user_turn.token_count,
                 history=found.history,
                 memories=found.memories,
                 image_parts=images.parts,
@@ -308,16 +322,13 @@ class MessageProcessor:
             )
         except LLMError as exc:
             log.warning("model call failed for %s: %s (%s)", message.chat_key, exc.kind, exc)
-            return await self._apologise(entry, message, APOLOGY.get(exc.kind, GENERIC_APOLOGY))
+            apology = APOLOGY.get(exc.kind, GENERIC_APOLOGY)
+            return await self._apologise(entry, message, user_turn, apology)
         delivers = self._delivers(message.platform)
         # HTTP: the response is the delivery; a recovered one waits for the caller's retry.
         final: TurnState = "delivered" if not delivers and not late else "answered"
-        try:
-            await self._store.add_turns(
-                [self._bot_turn(message, draft) for draft in result.drafts()],
-                then=lambda conn, stored: settle_in(conn, entry.id, final, stored[-1].id),
-            )
-        except IntakeConflict:
+        turns = [user_turn, *(self._bot_turn(message, draft) for draft in result.drafts())]
+        if not await self._settle(entry, turns, final):
             return None
         # What fell out of this context: the oldest turns of the history it was given.
         self._maybe_compact(message, found.history[: built.report.history_dropped], found.summary)
@@ -326,49 +337,42 @@ class MessageProcessor:
         await self._deliver(entry.id, reply_for(message, result.reply, late=late))
         return None
 
-    async def _start(
-        self, entry: IntakeEntry, message: InboundMessage
-    ) -> tuple[str, int, int, ImageNotes] | None:
-        """Claim the entry and store the user turn (once, even across attempts)."""
-        if entry.user_turn_id is not None:  # an earlier attempt stored it: reuse it
-            try:
-                await self._store.add_turns([], then=lambda conn, _: claim_in(conn, entry.id, None))
-            except IntakeConflict:
-                return None
-            turn = await self._store.turn_content(entry.user_turn_id)
-            if turn is not None:
-                return turn.content, turn.id, turn.token_count, ImageNotes()
-        images = await self._images(message)
-        content = inject(
-            message.sender_name,
-            message.sender_id,
-            message.text,
-            images.notes,
-            self._options.message_suffix,
-        )
-        meta = {"images": images.hashes} if images.hashes else {}
-        user_turn = self._user_turn(message, content, kind="message", meta=meta)
+    async def _claim(self, entry: IntakeEntry) -> bool:
+        """Recovery starts an attempt (counted, so a message that keeps killing the
+        process is given up); False when the row is no longer pending."""
         try:
-            stored = await self._store.add_turn(
-                user_turn, then=lambda conn, rows: claim_in(conn, entry.id, rows[0].id)
-            )
+            await self._store.add_turns([], then=lambda conn, _: claim_in(conn, entry.id))
         except IntakeConflict:
-            return None
-        if stored is None:  # the same platform message is in the history already
-            log.info("duplicate of %s message %s ignored", message.chat_key, message.message_id)
-            await self._store.intake.move(entry.id, "failed", expected=["pending"])
-            return None
-        return content, stored.id, stored.token_count, images
+            return False
+        return True
+
+    async def _settle(self, entry: IntakeEntry, turns: list[NewTurn], state: TurnState) -> bool:
+        """Store the turns and move the row out of `pending` in one transaction; False
+        (and nothing stored) when someone else settled it first."""
+
+        def then(conn: Any, stored: list[Turn]) -> None:
+            user = stored[0].id if stored and stored[0].role == "user" else None
+            reply = stored[-1].id if stored and stored[-1].role != "user" else None
+            settle_in(conn, entry.id, state, reply, user_turn_id=user)
+
+        try:
+            await self._store.add_turns(turns, then=then)
+        except IntakeConflict:
+            return False
+        return True
 
     async def _apologise(
-        self, entry: IntakeEntry, message: InboundMessage, text: str
+        self, entry: IntakeEntry, message: InboundMessage, user_turn: NewTurn, text: str
     ) -> str | None:
-        """A model failure: the message is `failed` (not retried later) and told so."""
-        await self._store.intake.move(entry.id, "failed", expected=["pending"])
+        """A model failure: the user turn is kept, the message is `failed` (not retried
+        later), and the user is told so."""
+        if not await self._settle(entry, [user_turn], "failed"):
+            return None
         if not self._delivers(message.platform):
             return text
+        assert self._routes is not None
         try:
-            await self._routes.deliver(reply_for(message, text, late=False))  # type: ignore[union-attr]
+            await self._routes.deliver(reply_for(message, text, late=False))
         except DeliveryError as exc:
             log.warning("apology to %s not delivered: %s", message.chat_key, exc)
         return None

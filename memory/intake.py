@@ -57,36 +57,48 @@ def _entry(row: Any) -> IntakeEntry:
 _CLAIM = (
     update(IntakeRow)
     .where(IntakeRow.id == bindparam("entry_id"), IntakeRow.state == "pending")
-    .values(
-        attempts=IntakeRow.attempts + 1,
-        user_turn_id=func.coalesce(bindparam("user_turn_id"), IntakeRow.user_turn_id),
-        updated_at=bindparam("now"),
-    )
+    .values(attempts=IntakeRow.attempts + 1, updated_at=bindparam("now"))
 )
 _SETTLE = (
     update(IntakeRow)
     .where(IntakeRow.id == bindparam("entry_id"), IntakeRow.state == "pending")
     .values(
         state=bindparam("state"),
+        user_turn_id=bindparam("user_turn_id"),
         reply_turn_id=bindparam("reply_turn_id"),
         updated_at=bindparam("now"),
     )
 )
 
 
-def claim_in(conn: Connection, entry_id: int, user_turn_id: int | None) -> None:
-    """Inside a turn-writing transaction: the answer starts (counts an attempt).
+def claim_in(conn: Connection, entry_id: int) -> None:
+    """An answer starts over (recovery): counts an attempt.
 
     Raises IntakeConflict, rolling the whole transaction back, unless still pending.
     """
-    params = {"entry_id": entry_id, "user_turn_id": user_turn_id, "now": utcnow()}
-    if conn.execute(_CLAIM, params).rowcount != 1:
+    if conn.execute(_CLAIM, {"entry_id": entry_id, "now": utcnow()}).rowcount != 1:
         raise IntakeConflict(entry_id)
 
 
-def settle_in(conn: Connection, entry_id: int, state: TurnState, reply_turn_id: int | None) -> None:
-    """Inside the transaction that stores the reply: pending -> answered (or failed)."""
-    params = {"entry_id": entry_id, "state": state, "reply_turn_id": reply_turn_id}
+def settle_in(
+    conn: Connection,
+    entry_id: int,
+    state: TurnState,
+    reply_turn_id: int | None,
+    *,
+    user_turn_id: int | None = None,
+) -> None:
+    """Inside the transaction that stores the turns: pending -> answered (delivered,
+    failed), naming the stored user turn and reply.
+
+    Raises IntakeConflict, rolling the whole transaction back, unless still pending.
+    """
+    params = {
+        "entry_id": entry_id,
+        "state": state,
+        "user_turn_id": user_turn_id,
+        "reply_turn_id": reply_turn_id,
+    }
     if conn.execute(_SETTLE, {**params, "now": utcnow()}).rowcount != 1:
         raise IntakeConflict(entry_id)
 

@@ -201,7 +201,7 @@ class SqlStorage:
         return self._turns(platform, chat_id, reversed(rows))
 
     async def turn_material(
-        self, platform: str, chat_id: str, sender_id: str, limit: int, before_id: int
+        self, platform: str, chat_id: str, sender_id: str, limit: int, before_id: int | None
     ) -> TurnMaterial:
         """What one turn's context needs, in one database round trip: the chat's recent
         turns before `before_id` that come after its latest summary, that summary, and
@@ -209,13 +209,14 @@ class SqlStorage:
         chat_pk = await self._find_chat((platform, chat_id))
         memories = _memories_query(platform, sender_id, newest_first=True)
         recent = {"chat_pk": chat_pk, "limit": limit, "before_id": before_id}
+        history = self._recent if before_id is None else self._recent_before
         latest = {"chat_pk": chat_pk, "limit": 1}
 
         def read(conn: Connection) -> tuple[Sequence[Any], Sequence[Any], Sequence[Any]]:
             if chat_pk is None:
                 return [], [], conn.execute(memories).all()
             return (
-                conn.execute(self._recent_before, recent).all(),
+                conn.execute(history, recent).all(),
                 conn.execute(self._summary, latest).all(),
                 conn.execute(memories).all(),
             )

@@ -58,10 +58,10 @@ async def test_only_one_answerer_wins(intake: tuple[IntakeStore, Database]) -> N
     store, database = intake
     entry = await store.accept(draft())
     assert entry is not None
-    await database.write(lambda conn: claim_in(conn, entry.id, 41))
-    await database.write(lambda conn: settle_in(conn, entry.id, "answered", 42))
+    await database.write(lambda conn: claim_in(conn, entry.id))
+    await database.write(lambda conn: settle_in(conn, entry.id, "answered", 42, user_turn_id=41))
     with pytest.raises(IntakeConflict):  # a second answerer's claim is refused...
-        await database.write(lambda conn: claim_in(conn, entry.id, None))
+        await database.write(lambda conn: claim_in(conn, entry.id))
     with pytest.raises(IntakeConflict):  # ...and so is its reply
         await database.write(lambda conn: settle_in(conn, entry.id, "answered", 43))
     got = await store.get(entry.id)
