@@ -106,10 +106,14 @@ class Recovery:
         for entry in entries:
             if self._finisher.is_busy(entry.chat_key):
                 break
-            if entry.state == "pending":
-                ok = await self._finisher.resume(entry)
-            else:
-                ok = await self._finisher.redeliver(entry)
+            try:
+                if entry.state == "pending":
+                    ok = await self._finisher.resume(entry)
+                else:
+                    ok = await self._finisher.redeliver(entry)
+            except Exception:  # one chat's failure must not stop the others' recovery
+                log.exception("recovery: message #%d in %s failed", entry.id, entry.chat_key)
+                ok = False
             if not ok:
                 break
             finished += 1
