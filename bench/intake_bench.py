@@ -22,7 +22,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.results import cpu_model, load_average, write_section  # noqa: E402
-from memory.intake import settle_in  # noqa: E402
 from memory.store import SqlStorage, open_storage  # noqa: E402
 from memory.types import IntakeDraft, NewTurn  # noqa: E402
 
@@ -72,13 +71,7 @@ async def with_intake(store: SqlStorage, start: int, n: int) -> float:
         )
         entry = await store.intake.accept(draft)
         assert entry is not None
-        entry_id = entry.id
-        await store.add_turns(
-            [user_turn(i), reply_turn(i)],
-            then=lambda conn, rows, e=entry_id: settle_in(
-                conn, e, "delivered", rows[-1].id, user_turn_id=rows[0].id
-            ),
-        )
+        assert await store.settle(entry.id, [user_turn(i), reply_turn(i)], "delivered")
     return (time.perf_counter() - began) / n
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from cachetools import LRUCache
 
@@ -22,19 +21,15 @@ from core.llm import LLMError
 from core.media.vision import NOT_DESCRIBED, ImageNotes
 from core.messages import DeliveryError, InboundMessage, OutboundMessage
 from core.ordering import ChatSerializer, ChatTicket, TaskTracker
+from core.storage import Store
 from core.tools.loop import ToolLoop, TurnDraft
 from core.tools.registry import ToolContext
-from memory.intake import IntakeConflict, claim_in, settle_in
 from memory.types import (
-    IntakeDraft,
     IntakeEntry,
-    MemoryStore,
     NewTurn,
     Turn,
     TurnKind,
-    TurnMaterial,
     TurnState,
-    TurnStore,
 )
 
 log = logging.getLogger(__name__)
@@ -51,42 +46,6 @@ MAX_ATTEMPTS = 3  # a message that was started this often without an answer is g
 
 class ShuttingDown(Exception):
     """The message was accepted and will be answered after the restart."""
-
-
-class Intake(Protocol):
-    """The durable intake (memory.intake.IntakeStore)."""
-
-    async def accept(self, draft: IntakeDraft) -> IntakeEntry | None: ...
-
-    async def get(self, entry_id: int) -> IntakeEntry | None: ...
-
-    async def by_message(
-        self, platform: str, chat_id: str, platform_message_id: str
-    ) -> IntakeEntry | None: ...
-
-    async def move(
-        self,
-        entry_id: int,
-        state: TurnState,
-        *,
-        expected: Sequence[TurnState],
-        delivery: dict[str, Any] | None = None,
-    ) -> bool: ...
-
-
-class Store(TurnStore, MemoryStore, Protocol):
-    """The processor needs both halves of storage, the intake, one read of a turn's
-    material, and a chat lock it can try without waiting (recovery)."""
-
-    intake: Intake
-
-    async def turn_material(
-        self, platform: str, chat_id: str, sender_id: str, limit: int, before_id: int | None
-    ) -> TurnMaterial: ...
-
-    async def turn_content(self, turn_id: int) -> Turn | None: ...
-
-    def try_chat_lock(self, platform: str, chat_id: str) -> AbstractAsyncContextManager[bool]: ...
 
 
 REPORTS_KEPT = 10_000  # /context reports remembered, most recent chats first
@@ -283,7 +242,7 @@ class MessageProcessor:
         The message is already durable in the intake, so the conversation's turns are
         written once, together: two writes per turn (accept, settle), as before the intake.
         """
-        if late and not await self._claim(entry):
+        if late and not await self._store.claim(entry.id):
             return None  # answered meanwhile (another replica, or recovery)
         images = await self._images(message)
         content = inject(
@@ -328,7 +287,7 @@ class MessageProcessor:
         # HTTP: the response is the delivery; a recovered one waits for the caller's retry.
         final: TurnState = "delivered" if not delivers and not late else "answered"
         turns = [user_turn, *(self._bot_turn(message, draft) for draft in result.drafts())]
-        if not await self._settle(entry, turns, final):
+        if not await self._store.settle(entry.id, turns, final):
             return None
         # What fell out of this context: the oldest turns of the history it was given.
         self._maybe_compact(message, found.history[: built.report.history_dropped], found.summary)
@@ -337,36 +296,12 @@ class MessageProcessor:
         await self._deliver(entry.id, reply_for(message, result.reply, late=late))
         return None
 
-    async def _claim(self, entry: IntakeEntry) -> bool:
-        """Recovery starts an attempt (counted, so a message that keeps killing the
-        process is given up); False when the row is no longer pending."""
-        try:
-            await self._store.add_turns([], then=lambda conn, _: claim_in(conn, entry.id))
-        except IntakeConflict:
-            return False
-        return True
-
-    async def _settle(self, entry: IntakeEntry, turns: list[NewTurn], state: TurnState) -> bool:
-        """Store the turns and move the row out of `pending` in one transaction; False
-        (and nothing stored) when someone else settled it first."""
-
-        def then(conn: Any, stored: list[Turn]) -> None:
-            user = stored[0].id if stored and stored[0].role == "user" else None
-            reply = stored[-1].id if stored and stored[-1].role != "user" else None
-            settle_in(conn, entry.id, state, reply, user_turn_id=user)
-
-        try:
-            await self._store.add_turns(turns, then=then)
-        except IntakeConflict:
-            return False
-        return True
-
     async def _apologise(
         self, entry: IntakeEntry, message: InboundMessage, user_turn: NewTurn, text: str
     ) -> str | None:
         """A model failure: the user turn is kept, the message is `failed` (not retried
         later), and the user is told so."""
-        if not await self._settle(entry, [user_turn], "failed"):
+        if not await self._store.settle(entry.id, [user_turn], "failed"):
             return None
         if not self._delivers(message.platform):
             return text

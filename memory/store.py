@@ -19,15 +19,19 @@ from sqlalchemy import Connection, Insert, bindparam, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from memory.ids import CACHE_SIZE, ChatKey, RowIds, TxIds
-from memory.intake import AfterWrite, IntakeStore
-from memory.memories import MemoryRows
-
-# turn_material reads the sender's memories in the same round trip as the history.
-from memory.memories import memories_query as _memories_query
-from memory.memories import memory_items as _memory_items
+from memory.intake import AfterWrite, IntakeConflict, IntakeStore, claim_in, settle_in
+from memory.memories import MemoryRows, memories_query, memory_items
 from memory.migrate import Database, head_revision, parse_url, revision_of, upgrade_connection
 from memory.models import NAME_LEN, Chat, TurnRow, User, check_turn, clean_text, utc
-from memory.types import SUMMARY_THROUGH, MemoryItem, NewMemory, NewTurn, Turn, TurnMaterial
+from memory.types import (
+    SUMMARY_THROUGH,
+    MemoryItem,
+    NewMemory,
+    NewTurn,
+    Turn,
+    TurnMaterial,
+    TurnState,
+)
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +211,7 @@ class SqlStorage:
         turns before `before_id` that come after its latest summary, that summary, and
         the sender's memories."""
         chat_pk = await self._find_chat((platform, chat_id))
-        memories = _memories_query(platform, sender_id, newest_first=True)
+        memories = memories_query(platform, sender_id, newest_first=True)
         recent = {"chat_pk": chat_pk, "limit": limit, "before_id": before_id}
         history = self._recent if before_id is None else self._recent_before
         latest = {"chat_pk": chat_pk, "limit": 1}
@@ -231,7 +235,7 @@ class SqlStorage:
         return TurnMaterial(
             history=self._turns(platform, chat_id, fresh),
             summary=newest,
-            memories=_memory_items(platform, sender_id, items),
+            memories=memory_items(platform, sender_id, items),
             summary_through=through,
         )
 
@@ -254,6 +258,30 @@ class SqlStorage:
             )
             for r in rows
         ]
+
+    async def claim(self, entry_id: int) -> bool:
+        """Count one more attempt at a pending intake row; False when it is not pending."""
+        try:
+            await self._db.write(lambda conn: claim_in(conn, entry_id))
+        except IntakeConflict:
+            return False
+        return True
+
+    async def settle(self, entry_id: int, turns: list[NewTurn], state: TurnState) -> bool:
+        """Store `turns` (user turn first) and move the intake row out of `pending`, naming
+        the stored user turn and reply, in one transaction; False, with nothing stored,
+        when the row was no longer pending (someone else answered it)."""
+
+        def then(conn: Connection, stored: list[Turn]) -> None:
+            user = stored[0].id if stored and stored[0].role == "user" else None
+            reply = stored[-1].id if stored and stored[-1].role != "user" else None
+            settle_in(conn, entry_id, state, reply, user_turn_id=user)
+
+        try:
+            await self.add_turns(turns, then=then)
+        except IntakeConflict:
+            return False
+        return True
 
     async def turn_content(self, turn_id: int) -> Turn | None:
         """One stored turn by id (its chat named in the result), or None if it is gone."""

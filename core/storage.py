@@ -1,0 +1,62 @@
+"""What the turn path asks of storage: interfaces only (memory.store.SqlStorage has them)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
+
+from memory.types import (
+    IntakeDraft,
+    IntakeEntry,
+    MemoryStore,
+    NewTurn,
+    Turn,
+    TurnMaterial,
+    TurnState,
+    TurnStore,
+)
+
+
+class Intake(Protocol):
+    """The durable intake (memory.intake.IntakeStore)."""
+
+    async def accept(self, draft: IntakeDraft) -> IntakeEntry | None: ...
+
+    async def get(self, entry_id: int) -> IntakeEntry | None: ...
+
+    async def by_message(
+        self, platform: str, chat_id: str, platform_message_id: str
+    ) -> IntakeEntry | None: ...
+
+    async def move(
+        self,
+        entry_id: int,
+        state: TurnState,
+        *,
+        expected: Sequence[TurnState],
+        delivery: dict[str, Any] | None = None,
+    ) -> bool: ...
+
+
+class Store(TurnStore, MemoryStore, Protocol):
+    """Both halves of storage, the intake, one read of a turn's material, the two
+    intake moves that must share a transaction with turns, and a chat lock recovery can
+    try without waiting."""
+
+    intake: Intake
+
+    async def turn_material(
+        self, platform: str, chat_id: str, sender_id: str, limit: int, before_id: int | None
+    ) -> TurnMaterial: ...
+
+    async def turn_content(self, turn_id: int) -> Turn | None: ...
+
+    async def claim(self, entry_id: int) -> bool:
+        """Count one more attempt at a pending message; False when it is not pending."""
+
+    async def settle(self, entry_id: int, turns: list[NewTurn], state: TurnState) -> bool:
+        """Store `turns` and move the row out of `pending` in one transaction; False (and
+        nothing stored) when it was no longer pending."""
+
+    def try_chat_lock(self, platform: str, chat_id: str) -> AbstractAsyncContextManager[bool]: ...
