@@ -44,7 +44,8 @@ class Store(TurnStore, MemoryStore, Protocol):
     intake moves that must share a transaction with turns, and a chat lock recovery can
     try without waiting."""
 
-    intake: Intake
+    @property
+    def intake(self) -> Intake: ...
 
     async def turn_material(
         self, platform: str, chat_id: str, sender_id: str, limit: int, before_id: int | None

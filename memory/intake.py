@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from memory.migrate import Database
 from memory.models import OPEN_STATES, IntakeRow, check_key, clean_text, utc, utcnow
@@ -108,12 +109,9 @@ class IntakeStore:
 
     def __init__(self, database: Database) -> None:
         self._db = database
-        if database.dialect == "sqlite":
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
-        else:
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        insert = sqlite.insert if database.dialect == "sqlite" else postgresql.insert
         self._accept = (
-            dialect_insert(IntakeRow)
+            insert(IntakeRow)
             .on_conflict_do_nothing(index_elements=["platform", "chat_id", "platform_message_id"])
             .returning(IntakeRow.id)
         )

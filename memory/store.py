@@ -307,7 +307,20 @@ class SqlStorage:
         row = await self._db.read(lambda conn: conn.execute(query).first())
         if row is None:
             return None
-        return Turn(*row[:10], meta=row[10] or {}, created_at=row[11])
+        return Turn(
+            id=row.id,
+            platform=row.platform,
+            chat_id=row.platform_chat_id,
+            role=row.role,
+            kind=row.kind,
+            content=row.content,
+            token_count=row.token_count,
+            sender_id=row.platform_user_id,
+            sender_name=row.display_name,
+            platform_message_id=row.platform_message_id,
+            meta=row.meta or {},
+            created_at=row.created_at,
+        )
 
     async def clear_history(self, platform: str, chat_id: str) -> int:
         """Delete one chat's turns (the chat row and its members stay); returns how many."""
@@ -317,7 +330,7 @@ class SqlStorage:
         statement = delete(TurnRow).where(TurnRow.chat_id == chat_pk)
         return await self._db.write(lambda conn: int(conn.execute(statement).rowcount))
 
-    def chat_lock(self, platform: str, chat_id: str) -> AbstractAsyncContextManager[None]:
+    def chat_lock(self, platform: str, chat_id: str) -> AbstractAsyncContextManager[object]:
         """Serialise one chat across replicas (PostgreSQL advisory lock; no-op on SQLite)."""
         if self._db.dialect == "sqlite":
             return nullcontext()

@@ -100,7 +100,7 @@ class TurnStore(Protocol):
     async def clear_history(self, platform: str, chat_id: str) -> int:
         """Delete one chat's turns; returns how many."""
 
-    def chat_lock(self, platform: str, chat_id: str) -> AbstractAsyncContextManager[None]:
+    def chat_lock(self, platform: str, chat_id: str) -> AbstractAsyncContextManager[object]:
         """Hold one chat's turn order across daemon replicas (a no-op on SQLite)."""
 
 
