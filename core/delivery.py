@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from core.messages import DeliveryError, ImageRef, OutboundMessage, Sent
+from core.streaming import ReplyStream, StreamRecorder
 
 
 class Outlet(Protocol):
@@ -45,6 +46,12 @@ class ChannelRoutes:
         if outlet is None:
             raise DeliveryError(f"no {message.platform} channel is running")
         return await outlet.send(message) or Sent()
+
+    def open_stream(self, message: OutboundMessage, record: StreamRecorder) -> ReplyStream | None:
+        """A preview stream when the message's channel can show one for this chat."""
+        outlet = self._outlets.get(message.platform)
+        opener = getattr(outlet, "open_stream", None)
+        return opener(message, record) if opener is not None else None
 
     def restore_image(
         self, platform: str, locator: str, mime: str | None, name: str

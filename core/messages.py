@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Any
 
 
 class ChatType(StrEnum):
@@ -69,6 +70,9 @@ class OutboundMessage:
     text: str
     reply_to_message_id: str | None = None
     thread_id: str | None = None
+    # A channel's record of messages already showing this reply (a stream that died):
+    # complete those instead of sending a second copy. See core/streaming.py.
+    resume: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,8 @@ class Intake(Protocol):
         delivery: dict[str, Any] | None = None,
     ) -> bool: ...
 
+    async def note_delivery(self, entry_id: int, delivery: dict[str, Any]) -> bool: ...
+
 
 class Store(TurnStore, MemoryStore, Protocol):
     """Both halves of storage, the intake, one read of a turn's material, the two

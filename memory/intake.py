@@ -183,6 +183,17 @@ class IntakeStore:
         done = await self._db.write(lambda conn: conn.execute(statement).rowcount)
         return bool(done == 1)
 
+    async def note_delivery(self, entry_id: int, delivery: dict[str, Any]) -> bool:
+        """Record where the reply is being shown (a stream's messages) while the row is
+        still open, so recovery completes those messages; False when it is closed."""
+        statement = (
+            update(IntakeRow)
+            .where(IntakeRow.id == entry_id, IntakeRow.state.in_(OPEN_STATES))
+            .values(delivery=delivery, updated_at=utcnow())
+        )
+        done = await self._db.write(lambda conn: conn.execute(statement).rowcount)
+        return bool(done == 1)
+
     async def open_entries(self, limit: int = 100) -> list[IntakeEntry]:
         """Pending and answered rows, oldest first (what recovery has to finish)."""
         query = (
