@@ -9,12 +9,14 @@ what fits in a row, so bad input is refused with a clear message before any writ
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any, get_args
 
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
+    Date,
     DateTime,
     ForeignKey,
     Index,
@@ -280,3 +282,58 @@ class IntakeRow(Base):
     delivery: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+# -- operator controls: per-chat switches and settings, and what the model costs --
+
+
+class ChatSettingsRow(Base):
+    """What admins set for one chat at run time (`/bot ...`), shared by replicas.
+
+    `allowed` overrides `[access] allowed_groups` for this chat: True after `/bot allow`,
+    False after `/bot deny`, None when the config decides. `enabled` False is `/bot off`.
+    """
+
+    __tablename__ = "chat_settings"
+    __table_args__ = (UniqueConstraint("platform", "chat_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    platform: Mapped[str] = mapped_column(String(PLATFORM_LEN))
+    chat_id: Mapped[str] = mapped_column(String(ID_LEN))
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    allowed: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    persona: Mapped[str] = mapped_column(Text, default="")
+    wake_words: Mapped[list[str]] = mapped_column(JSON, default=list)
+    updated_by: Mapped[str] = mapped_column(String(AUTHOR_LEN), default="")
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+USAGE_PURPOSES = ("reply", "vision", "compaction")
+
+
+class UsageRow(Base):
+    """Tokens spent per (day, platform, chat, user, model, purpose), added to in place.
+
+    One row per key and day keeps `/usage`, quotas and the console's charts to small
+    indexed sums however many messages there were. `estimated_calls` counts calls whose
+    API gave no usage, so our own exact count was used instead.
+    """
+
+    __tablename__ = "usage"
+    __table_args__ = (
+        UniqueConstraint("day", "platform", "chat_id", "user_id", "model", "purpose"),
+        Index("ix_usage_user_day", "platform", "user_id", "day"),
+        Index("ix_usage_chat_day", "platform", "chat_id", "day"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    day: Mapped[date] = mapped_column(Date)  # UTC
+    platform: Mapped[str] = mapped_column(String(PLATFORM_LEN))
+    chat_id: Mapped[str] = mapped_column(String(ID_LEN))
+    user_id: Mapped[str] = mapped_column(String(ID_LEN))
+    model: Mapped[str] = mapped_column(String(NAME_LEN))
+    purpose: Mapped[str] = mapped_column(String(KIND_LEN))
+    prompt_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    completion_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    calls: Mapped[int] = mapped_column(Integer, default=0)
+    estimated_calls: Mapped[int] = mapped_column(Integer, default=0)
