@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Insert, ScalarSelect, Select, delete, select
+from sqlalchemy import Connection, Insert, ScalarSelect, Select, bindparam, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from memory.ids import RowIds
@@ -30,16 +30,32 @@ def user_pk_query(platform: str, user_id: str) -> ScalarSelect[int]:
     )
 
 
-def memories_query(
-    platform: str, user_id: str, newest_first: bool
-) -> Select[int, str, str, datetime]:
-    """One user's memories, newest or oldest first (time, then id, breaks ties)."""
-    order = [MemoryRow.created_at, MemoryRow.id]
+def _newest_memories() -> Select[int, str, str, datetime]:
+    """One user's memories, newest first (time, then id, breaks ties), for the bound
+    parameters `mem_platform` and `mem_user`."""
+    user_pk = (
+        select(User.id)
+        .where(
+            User.platform == bindparam("mem_platform"),
+            User.platform_user_id == bindparam("mem_user"),
+        )
+        .scalar_subquery()
+    )
     return (
         select(MemoryRow.id, MemoryRow.content, MemoryRow.author, MemoryRow.created_at)
-        .where(MemoryRow.user_id == user_pk_query(platform, user_id))
-        .order_by(*[c.desc() for c in order] if newest_first else order)
+        .where(MemoryRow.user_id == user_pk)
+        .order_by(MemoryRow.created_at.desc(), MemoryRow.id.desc())
     )
+
+
+# Built once: the turn path reads the sender's memories on every message, and building
+# the statement each time cost more than running it.
+NEWEST_MEMORIES = _newest_memories()
+
+
+def memories_params(platform: str, user_id: str) -> dict[str, str]:
+    """The parameters of NEWEST_MEMORIES for one user."""
+    return {"mem_platform": platform, "mem_user": user_id}
 
 
 def memory_items(platform: str, user_id: str, rows: Iterable[Any]) -> list[MemoryItem]:
@@ -111,8 +127,8 @@ class MemoryRows:
 
     async def list_memories(self, platform: str, user_id: str) -> list[MemoryItem]:
         """Newest first."""
-        query = memories_query(platform, user_id, newest_first=True)
-        rows = await self._db.read(lambda conn: conn.execute(query).all())
+        params = memories_params(platform, user_id)
+        rows = await self._db.read(lambda conn: conn.execute(NEWEST_MEMORIES, params).all())
         return memory_items(platform, user_id, rows)
 
     async def delete_memory(self, platform: str, user_id: str, memory_id: int) -> bool:

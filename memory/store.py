@@ -20,7 +20,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from memory.ids import CACHE_SIZE, ChatKey, RowIds, TxIds
 from memory.intake import AfterWrite, IntakeConflict, IntakeStore, claim_in, settle_in
-from memory.memories import MemoryRows, memories_query, memory_items
+from memory.memories import NEWEST_MEMORIES, MemoryRows, memories_params, memory_items
 from memory.migrate import Database, head_revision, parse_url, revision_of, upgrade_connection
 from memory.models import NAME_LEN, Chat, TurnRow, User, check_turn, clean_text, utc
 from memory.types import (
@@ -65,7 +65,7 @@ class SqlStorage:
             .returning(TurnRow.id)
         )
         recent = (
-            select(
+            select(  # in the order _turns unpacks them
                 TurnRow.id,
                 TurnRow.role,
                 TurnRow.kind,
@@ -209,29 +209,32 @@ class SqlStorage:
     ) -> TurnMaterial:
         """What one turn's context needs, in one database round trip: the chat's recent
         turns before `before_id` that come after its latest summary, that summary, and
-        the sender's memories."""
+        the sender's memories.
+
+        The summary is looked up on its own only when the history read cannot hold it:
+        the newest turns of a chat contain its latest summary, if it has one, unless the
+        read was cut at `limit` (or starts before `before_id`) without reaching it.
+        """
         chat_pk = await self._find_chat((platform, chat_id))
-        memories = memories_query(platform, sender_id, newest_first=True)
+        memories = memories_params(platform, sender_id)
         recent = {"chat_pk": chat_pk, "limit": limit, "before_id": before_id}
         history = self._recent if before_id is None else self._recent_before
-        latest = {"chat_pk": chat_pk, "limit": 1}
 
-        def read(conn: Connection) -> tuple[Sequence[Any], Sequence[Any], Sequence[Any]]:
+        def read(conn: Connection) -> tuple[Sequence[Any], Any, Sequence[Any]]:
             if chat_pk is None:
-                return [], [], conn.execute(memories).all()
-            return (
-                conn.execute(history, recent).all(),
-                conn.execute(self._summary, latest).all(),
-                conn.execute(memories).all(),
-            )
+                return [], None, conn.execute(NEWEST_MEMORIES, memories).all()
+            rows = conn.execute(history, recent).all()  # newest first
+            summary = next((row for row in rows if row.kind == "summary"), None)
+            if summary is None and (before_id is not None or len(rows) >= limit):
+                summary = conn.execute(self._summary, {"chat_pk": chat_pk, "limit": 1}).first()
+            return rows, summary, conn.execute(NEWEST_MEMORIES, memories).all()
 
-        turns, summary, items = await self._db.read(read)
-        found = self._turns(platform, chat_id, summary)
-        newest = found[0] if found else None
+        rows, summary_row, items = await self._db.read(read)
+        newest = self._turns(platform, chat_id, [summary_row])[0] if summary_row else None
         through = (newest.meta or {}).get(SUMMARY_THROUGH, 0) if newest else 0
         if not isinstance(through, int) or isinstance(through, bool):
             through = 0  # a summary whose meta names no turn covers none
-        fresh = [r for r in reversed(turns) if r.id > through and r.kind != "summary"]
+        fresh = [r for r in reversed(rows) if r.id > through and r.kind != "summary"]
         return TurnMaterial(
             history=self._turns(platform, chat_id, fresh),
             summary=newest,
@@ -241,22 +244,24 @@ class SqlStorage:
 
     @staticmethod
     def _turns(platform: str, chat_id: str, rows: Iterable[Any]) -> list[Turn]:
+        """Rows of the history statements as Turns (positional: this runs for every row
+        of every turn's history)."""
         return [
             Turn(
-                id=r.id,
-                platform=platform,
-                chat_id=chat_id,
-                role=r.role,
-                kind=r.kind,
-                content=r.content,
-                token_count=r.token_count,
-                sender_id=r.platform_user_id,
-                sender_name=r.display_name,
-                platform_message_id=r.platform_message_id,
-                meta=r.meta or {},
-                created_at=r.created_at,
+                id_,
+                platform,
+                chat_id,
+                role,
+                kind,
+                content,
+                tokens,
+                sender,
+                name,
+                pmid,
+                meta or {},
+                at,
             )
-            for r in rows
+            for id_, role, kind, content, tokens, pmid, meta, at, sender, name in rows
         ]
 
     async def claim(self, entry_id: int) -> bool:

@@ -476,3 +476,37 @@ async def test_turn_material_reads_history_summary_and_only_the_senders_memories
     nobody = await storage.turn_material("telegram", "no-such-chat", "u2", 10, before_id=1)
     assert nobody.history == [] and nobody.summary is None
     assert [m.content for m in nobody.memories] == ["someone else's fact"]
+
+
+async def test_turn_material_finds_the_latest_summary_within_the_read_or_beyond_it(
+    storage: SqlStorage,
+) -> None:
+    """The turn path reads without `before_id`: the summary is taken from the history
+    rows when they reach it, and looked up on its own when the read stops short of it."""
+
+    def summary(content: str, through: int) -> NewTurn:
+        meta = {"through_id": through}
+        return turn(content=content, role="system", kind="summary", sender=None, meta=meta)
+
+    covered = await storage.add_turns([turn(content=f"old{i}") for i in range(2)])
+    first = await storage.add_turn(summary("first", covered[-1].id))
+    await storage.add_turns([turn(content=f"m{i}") for i in range(4)])
+    assert first is not None
+
+    within = await storage.turn_material("telegram", "c1", "u1", 10, None)
+    assert within.summary == first and within.summary_through == covered[-1].id
+    assert [t.content for t in within.history] == ["m0", "m1", "m2", "m3"]
+
+    beyond = await storage.turn_material("telegram", "c1", "u1", 2, None)  # stops at m2
+    assert beyond.summary == first and [t.content for t in beyond.history] == ["m2", "m3"]
+
+    newer = await storage.add_turn(summary("newer", 0))
+    latest = await storage.turn_material("telegram", "c1", "u1", 10, None)
+    assert latest.summary == newer and latest.summary_through == 0
+    assert [t.content for t in latest.history] == ["old0", "old1", "m0", "m1", "m2", "m3"]
+
+    await storage.add_turns([turn(chat="plain", content=f"p{i}") for i in range(3)])
+    for limit in (2, 3, 10):  # cut short, exactly full, room to spare: no summary anywhere
+        plain = await storage.turn_material("telegram", "plain", "u1", limit, None)
+        assert plain.summary is None and plain.summary_through == 0
+        assert [t.content for t in plain.history] == ["p0", "p1", "p2"][-limit:]
