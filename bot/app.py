@@ -1,11 +1,16 @@
-"""The one composition root: build every part from the config, start, stop in order."""
+"""The one composition root: build every part from the config, start, stop in order.
+
+The daemon, the tests and the benchmarks all build the turn path here (`App.build`), so
+the wiring exists once; a test puts its own storage, search backend or image reader in
+through `Seams` instead of copying what is below.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from contextlib import AsyncExitStack
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.commands import Commands
@@ -27,23 +32,53 @@ from core.llm import (
     with_fallbacks,
 )
 from core.media.vision import VisionReader
-from core.processor import MessageProcessor, ProcessorOptions
+from core.processor import ImageReader, MessageProcessor, ProcessorOptions
 from core.recovery import Recovery, RecoveryOptions
 from core.tools.loop import ToolLoop, default_registry
-from core.tools.search import duckduckgo_backend
+from core.tools.search import SearchBackend, duckduckgo_backend
 from core.workspace.files import ensure_workspace
 from memory.store import SqlStorage, open_storage
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class Seams:
+    """What a test or benchmark puts in place of the part the settings would build.
+
+    None builds the real part; the daemon passes no seams. The model is no seam: point
+    `[llm] base_url` (and `[vision] base_url`) at a fake server instead.
+    """
+
+    storage: SqlStorage | None = None  # opened by the caller, who also closes it
+    search: SearchBackend | None = None  # instead of DuckDuckGo
+    read_images: ImageReader | None = None  # instead of the `[vision]` reader
+
+
+@dataclass(frozen=True)
+class TurnPath:
+    """Everything between the channels and the database, built and ready."""
+
+    storage: SqlStorage
+    processor: MessageProcessor
+    commands: Commands
+    dispatcher: Dispatcher
+    recovery: Recovery
+
+
 class App:
     """Owns the daemon's parts for one run; `async with App(...)` starts and stops them."""
 
     def __init__(
-        self, settings: Settings, *, mode: RunMode = "run", deps: ChannelDeps | None = None
+        self,
+        settings: Settings,
+        *,
+        mode: RunMode = "run",
+        deps: ChannelDeps | None = None,
+        seams: Seams | None = None,
     ):
         self.settings = settings
+        self._seams = seams or Seams()
         self.mode = mode
         self.channels: list[Channel] = []
         self.processor: MessageProcessor | None = None
@@ -75,10 +110,22 @@ class App:
             raise
         return self
 
+    async def build(self) -> TurnPath:
+        """The turn path without channels or the recovery loop, for callers that drive the
+        processor or dispatcher themselves (tests, benchmarks); `stop()` closes it."""
+        try:
+            return await self._build()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
 
     async def _start(self) -> None:
+        await self._start_channels(await self._build())
+
+    async def _build(self) -> TurnPath:
         settings = self.settings
         self._check_model_reachable()
         ensure_workspace(settings.bot.workspace, settings.bot.name)
@@ -87,10 +134,13 @@ class App:
             max_in_flight=settings.bot.max_in_flight,
             message_suffix=settings.context.message_suffix,
         )
-        self.storage = await open_storage(
-            settings.storage.url, lock_pool_size=options.max_in_flight
-        )
-        self._stack.push_async_callback(self.storage.close)
+        if self._seams.storage is not None:
+            self.storage = self._seams.storage
+        else:
+            self.storage = await open_storage(
+                settings.storage.url, lock_pool_size=options.max_in_flight
+            )
+            self._stack.push_async_callback(self.storage.close)
         llm = await self._llm()
         self._stack.push_async_callback(llm.close)
         counter = get_counter(settings.context.tokenizer)
@@ -108,7 +158,7 @@ class App:
             counter=counter,
             options=options,
             tool_loop=self._tool_loop(llm),
-            read_images=self._vision_reader(),
+            read_images=self._seams.read_images or self._vision_reader(),
             compactor=self._compactor(llm, self.storage, counter),
             routes=self.routes,
         )
@@ -127,6 +177,10 @@ class App:
             context_report=self.processor.last_report,
         )
         dispatcher = Dispatcher.from_settings(settings, processor=self.processor, commands=commands)
+        return TurnPath(self.storage, self.processor, commands, dispatcher, self.recovery)
+
+    async def _start_channels(self, path: TurnPath) -> None:
+        settings, dispatcher = self.settings, path.dispatcher
         deps = self._deps or default_console_deps(settings, self.health)
         deps = replace(
             deps,
@@ -143,7 +197,7 @@ class App:
                 if channel.pushes:  # HTTP answers in its response: nothing to push to
                     self.routes.add(channel)
                 log.info("channel %s started", spec.name)
-        recovery = asyncio.create_task(self.recovery.run(self._recovery_stop))
+        recovery = asyncio.create_task(path.recovery.run(self._recovery_stop))
         self._stack.push_async_callback(self._stop_recovery, recovery)
 
     async def _stop_recovery(self, task: asyncio.Task[None]) -> None:
@@ -195,8 +249,11 @@ class App:
 
     def _tool_loop(self, llm: LLMProvider) -> ToolLoop:
         tools = self.settings.tools
-        search = duckduckgo_backend(tools.search_results, tools.search_timeout_s)
-        self._stack.callback(search.close)
+        search = self._seams.search
+        if search is None:
+            backend = duckduckgo_backend(tools.search_results, tools.search_timeout_s)
+            self._stack.callback(backend.close)
+            search = backend
         return ToolLoop(
             default_registry(search, search_enabled=tools.search),
             llm,

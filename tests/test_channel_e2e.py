@@ -41,6 +41,7 @@ from tests.fakes.telegram_server import (
     private_chat,
     user,
 )
+from tests.rig import settings_for
 
 BOT = "chatterd_test_bot"
 ALICE = user(1001, "Alice", "Liddell", username="alice")
@@ -90,39 +91,6 @@ def chat_model(body: dict[str, Any]) -> str:
     if "I like green tea" in last:
         return f"Sure! [Remember: {FACT}]"
     return "echo: " + last.splitlines()[0]
-
-
-def settings_for(
-    tmp_path: Path,
-    database_url: str,
-    chat: FakeOpenAI,
-    vision: FakeOpenAI | None = None,
-    **sections: dict[str, Any],
-) -> Settings:
-    data: dict[str, Any] = {
-        "bot": {"name": "chatterd", "workspace": str(tmp_path / "workspace")},
-        "llm": {
-            "base_url": chat.base_url,
-            "api_key": "sk-test-chat",
-            "model": "chat-model",
-            "timeout_s": 10,
-            "max_retries": 0,
-        },
-        "storage": {"url": database_url},
-        "http": {"enabled": False},
-        "tools": {"search": False},  # no DuckDuckGo from tests
-    }
-    if vision is not None:
-        data["vision"] = {
-            "enabled": True,
-            "mode": "describe",
-            "base_url": vision.base_url,
-            "api_key": "sk-test-vision",
-            "model": "vision-model",
-        }
-    for name, values in sections.items():  # merged, so `bot={...}` keeps name and workspace
-        data[name] = {**data.get(name, {}), **values}
-    return Settings.model_validate(data)
 
 
 @asynccontextmanager

@@ -15,14 +15,14 @@ from core.tools.registry import ToolContext
 from memory.service import MAX_PER_USER
 from memory.store import SqlStorage
 from memory.types import NewMemory
-from tests.test_processor import ADMIN, Rig, build_rig, msg
+from tests.rig import ADMIN, Rig, build_rig, msg
 
 ADMIN_ID = ADMIN.split(":", 1)[1]
 
 
 @pytest.fixture
 async def rig(storage: SqlStorage, tmp_path: Path) -> AsyncIterator[Rig]:
-    async with build_rig(storage, tmp_path / "ws") as built:
+    async with build_rig(storage, tmp_path) as built:
         yield built
 
 

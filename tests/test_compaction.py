@@ -15,7 +15,6 @@ import pytest
 
 from core.context.compaction import (
     INSTRUCTIONS,
-    CompactionOptions,
     Compactor,
     summary_text,
     turns_to_fold,
@@ -25,7 +24,7 @@ from core.context.tokens import get_counter
 from core.llm import OpenAIProvider
 from memory.store import SqlStorage
 from memory.types import NewTurn, Turn
-from tests.test_processor import Rig, build_rig, msg
+from tests.rig import Rig, build_rig, msg
 
 FILLER = " ".join(f"word{i}" for i in range(60))
 SUMMARY = "Alice is planning a trip to Oslo in May and asked about trains."
@@ -62,11 +61,11 @@ async def talk(rig: Rig, start: int, count: int, chat: str = "1") -> None:
 def small_window(storage: SqlStorage, tmp_path: Path, min_turns: int = 6) -> Any:
     return build_rig(
         storage,
-        tmp_path / "ws",
+        tmp_path,
         reply=scripted,
         context_window=3000,
         reply_tokens=200,
-        compaction=CompactionOptions(min_turns=min_turns, summary_tokens=120),
+        compaction_min_turns=min_turns,
     )
 
 
@@ -198,11 +197,11 @@ async def test_a_failed_summary_loses_nothing_and_is_retried(
 
     async with build_rig(
         storage,
-        tmp_path / "ws",
+        tmp_path,
         reply=reply,
         context_window=3000,
         reply_tokens=200,
-        compaction=CompactionOptions(min_turns=6, summary_tokens=120),
+        compaction_min_turns=6,
     ) as rig:
         caplog.set_level(logging.WARNING)
         await talk(rig, 0, 20)
@@ -256,7 +255,7 @@ async def test_summaries_stay_in_their_chat_and_reset_removes_them(
 async def test_turns_a_summary_covers_are_not_repeated_verbatim(
     storage: SqlStorage, tmp_path: Path
 ) -> None:
-    async with build_rig(storage, tmp_path / "ws", reply="noted") as rig:  # a roomy window
+    async with build_rig(storage, tmp_path, reply="noted") as rig:  # a roomy window
         for i in range(4):
             await rig.processor.handle(msg(f"old {i}", mid=str(i)))
         old = await storage.recent_turns("telegram", "1", 100)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bot.app import App
-from bot.config import ConfigError, LlmConfig, Settings, load_config, mask_secrets
+from bot.config import ConfigError, LlmConfig, load_config, mask_secrets
 from bot.registry import ChannelDeps
 from core.llm import (
     FallbackProvider,
@@ -29,6 +29,7 @@ from core.llm import (
 from core.messages import ChatType, InboundMessage
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_stream import StreamShape
+from tests.rig import settings_for
 
 PRIMARY_KEY = "sk-primary-SECRET-1111111111"
 SECONDARY_KEY = "sk-secondary-SECRET-2222222222"
@@ -445,27 +446,19 @@ async def test_with_fallbacks_sends_each_endpoint_its_own_key_only(
 async def test_the_daemon_answers_through_the_fallback_and_reports_health(
     tmp_path: Path, database_url: str, primary: FakeOpenAI, secondary: FakeOpenAI
 ) -> None:
-    settings = Settings.model_validate(
-        {
-            "bot": {"workspace": str(tmp_path / "workspace")},
-            "llm": {
-                "base_url": primary.base_url,
-                "api_key": PRIMARY_KEY,
-                "model": "primary-model",
-                "max_retries": 0,
-                "fallbacks": [
-                    {"base_url": secondary.base_url, "api_key": SECONDARY_KEY, "model": "s"}
-                ],
-            },
-            "vision": {
-                "enabled": True,
-                "base_url": secondary.base_url,
-                "fallbacks": [{"base_url": primary.base_url, "model": "v2"}],
-            },
-            "storage": {"url": database_url},
-            "http": {"enabled": False},
-            "tools": {"search": False},
-        }
+    settings = settings_for(
+        tmp_path,
+        database_url,
+        primary,
+        llm={
+            "api_key": PRIMARY_KEY,
+            "fallbacks": [{"base_url": secondary.base_url, "api_key": SECONDARY_KEY, "model": "s"}],
+        },
+        vision={
+            "enabled": True,
+            "base_url": secondary.base_url,
+            "fallbacks": [{"base_url": primary.base_url, "model": "v2"}],
+        },
     )
     primary.fail(500)
     deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")

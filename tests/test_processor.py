@@ -1,4 +1,4 @@
-"""The daemon's main path, wired as bot/app.py wires it, against FakeOpenAI on loopback.
+"""The daemon's main path, built by bot/app.py itself (tests/rig.py), against FakeOpenAI.
 
 Real storage (SQLite, or PostgreSQL with CHATTERD_TEST_DATABASE_URL), the real
 OpenAIProvider over HTTP, the real ContextBuilder over a tmp workspace and the real tool
@@ -10,122 +10,22 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot.app import App
-from bot.commands import Commands
-from bot.config import Settings
-from bot.dispatcher import Dispatcher
 from bot.registry import ChannelDeps
-from core.context.builder import ContextBuilder
-from core.context.compaction import CompactionOptions, Compactor
-from core.context.tokens import get_counter
-from core.delivery import ChannelRoutes
-from core.llm import OpenAIProvider
 from core.media.vision import ImageNotes
-from core.messages import ChatType, ImageRef, InboundMessage, OutboundMessage, Reply, Sent
-from core.processor import APOLOGY, MessageProcessor, ProcessorOptions, ShuttingDown
-from core.tools.loop import ToolLoop, default_registry
-from core.triggers import TriggerPolicy
-from core.workspace.files import ensure_workspace
+from core.messages import ImageRef, InboundMessage, OutboundMessage, Reply, Sent
+from core.processor import APOLOGY, ShuttingDown
+from core.tools.search import SearchResult
 from memory.store import SqlStorage
-from tests.fakes.openai_server import FakeOpenAI, echo_last_user
-
-ADMIN = "telegram:1000"
-
-
-@dataclass
-class Rig:
-    fake: FakeOpenAI
-    storage: SqlStorage
-    processor: MessageProcessor
-    commands: Commands
-    dispatcher: Dispatcher
-    processor_with: Callable[..., MessageProcessor]
-
-
-@asynccontextmanager
-async def build_rig(
-    storage: SqlStorage,
-    workspace: Path,
-    *,
-    reply: Any = echo_last_user,
-    context_window: int = 16000,
-    reply_tokens: int = 256,
-    timeout_s: float = 5.0,
-    max_retries: int = 0,
-    admins: frozenset[str] = frozenset({ADMIN}),
-    compaction: CompactionOptions | None = None,
-    options: ProcessorOptions | None = None,
-) -> AsyncIterator[Rig]:
-    """The parts of bot/app.py's `_start`, minus the channels."""
-    ensure_workspace(workspace, "chatterd")
-    async with FakeOpenAI(reply) as fake:
-        llm = OpenAIProvider(fake.base_url, "sk-test", "fake-model", timeout_s, max_retries)
-        counter = get_counter(None)
-        context = ContextBuilder(
-            workspace,
-            max_tokens=context_window,
-            token_counter=counter,
-            reply_tokens=reply_tokens,
-            bot_name="chatterd",
-        )
-        loop = ToolLoop(default_registry(None), llm, max_rounds=2, max_tokens=reply_tokens)
-
-        def processor_with(**extra: Any) -> MessageProcessor:
-            return MessageProcessor(
-                store=storage,
-                context=context,
-                counter=counter,
-                options=options or ProcessorOptions(),
-                tool_loop=loop,
-                compactor=Compactor(llm, storage, counter, compaction) if compaction else None,
-                **extra,
-            )
-
-        processor = processor_with()
-        commands = Commands(
-            store=storage, admins=admins, bot_name="chatterd", context_report=processor.last_report
-        )
-        dispatcher = Dispatcher(
-            processor=processor,
-            commands=commands,
-            policy=TriggerPolicy.create("chatterd", ["bot"]),
-            store_untriggered=True,
-        )
-        try:
-            yield Rig(fake, storage, processor, commands, dispatcher, processor_with)
-        finally:
-            await processor.shutdown(2.0)
-            await llm.close()
-
-
-def msg(
-    text: str,
-    *,
-    chat: str = "1",
-    sender: str = "1",
-    name: str = "Alice",
-    group: bool = False,
-    mid: str | None = None,
-    **extra: Any,
-) -> InboundMessage:
-    return InboundMessage(
-        platform="telegram",
-        chat_id=chat,
-        chat_type=ChatType.GROUP if group else ChatType.PRIVATE,
-        sender_id=sender,
-        sender_name=name,
-        text=text,
-        message_id=mid,
-        **extra,
-    )
+from tests.fakes.openai_server import FakeOpenAI
+from tests.rig import Rig, build_rig, msg, settings_for
 
 
 def system_prompt(request: Any) -> str:
@@ -140,7 +40,7 @@ def contents(request: Any) -> list[str]:
 
 @pytest.fixture
 async def rig(storage: SqlStorage, tmp_path: Path) -> AsyncIterator[Rig]:
-    async with build_rig(storage, tmp_path / "ws") as built:
+    async with build_rig(storage, tmp_path) as built:
         yield built
 
 
@@ -213,9 +113,8 @@ class RecordingOutlet:
 
 async def test_a_pushing_channel_gets_one_send_and_duplicates_are_silent(rig: Rig) -> None:
     outlet = RecordingOutlet()
-    routes = ChannelRoutes()
-    routes.add(outlet)
-    processor = rig.processor_with(routes=routes)
+    rig.app.routes.add(outlet)
+    processor = rig.processor
     results = await asyncio.gather(
         processor.handle(msg("hello", mid="77")), processor.handle(msg("hello", mid="77"))
     )
@@ -242,7 +141,7 @@ async def test_model_failure_after_retries_apologises_and_writes_nothing_half(
     kind: str,
     requests: int,
 ) -> None:
-    async with build_rig(storage, tmp_path / "ws", timeout_s=0.2, max_retries=1) as rig:
+    async with build_rig(storage, tmp_path, timeout_s=0.2, max_retries=1) as rig:
         if script == "hang":
             rig.fake.hang(times=2)
         else:
@@ -266,6 +165,40 @@ async def test_model_failure_after_retries_apologises_and_writes_nothing_half(
             "echo: [Alice]: hello again"
         )
         assert "[Alice]: are you there?" in contents(rig.fake.requests[-1])
+
+
+class OneResultSearch:
+    """A SearchBackend with one answer for every query; remembers the queries."""
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    async def search(self, query: str) -> list[SearchResult]:
+        self.queries.append(query)
+        return [SearchResult("Oslo weather", "https://example.org/oslo", "Sunny, 18 °C")]
+
+
+async def test_a_search_the_model_asks_for_reaches_the_backend_and_the_next_round(
+    storage: SqlStorage, tmp_path: Path
+) -> None:
+    """`[tools] search` through the daemon's wiring, with the backend put in as a seam."""
+    search = OneResultSearch()
+    async with build_rig(storage, tmp_path, search=search) as rig:
+        rig.fake.reply("Let me look. [Search: weather in Oslo]")
+        rig.fake.reply("Sunny and 18 °C in Oslo.")
+        reply = await rig.processor.handle(msg("what's the weather in Oslo?", mid="1"))
+    assert reply == "Sunny and 18 °C in Oslo."
+    assert search.queries == ["weather in Oslo"]
+    assert "[Search: " in system_prompt(rig.fake.requests[0])  # the tool guide offers it
+    assert "Sunny, 18 °C" in str(rig.fake.requests[1]["messages"][-1]["content"])
+    turns = await storage.recent_turns("telegram", "1", 10)
+    assert [(t.role, t.kind) for t in turns] == [
+        ("user", "message"),
+        ("assistant", "tool_call"),
+        ("user", "tool_result"),
+        ("assistant", "message"),
+    ]
+    assert "Sunny, 18 °C" in turns[2].content  # the next turn's context sees the result too
 
 
 async def test_untriggered_group_messages_become_context_of_the_next_turn(rig: Rig) -> None:
@@ -302,7 +235,7 @@ async def test_long_chat_outgrows_a_small_window_and_keeps_answering(
 ) -> None:
     filler = " ".join(f"word{i}" for i in range(60))
     async with build_rig(
-        storage, tmp_path / "ws", reply="noted", context_window=3000, reply_tokens=200
+        storage, tmp_path, reply="noted", context_window=3000, reply_tokens=200
     ) as rig:
         for i in range(40):
             assert await rig.processor.handle(msg(f"{i} {filler}", mid=str(i))) == "noted"
@@ -350,26 +283,28 @@ async def test_shutdown_cancels_a_turn_that_outlives_the_timeout(rig: Rig) -> No
         await running
 
 
-async def test_recovery_leaves_a_message_answered_since_its_snapshot_alone(rig: Rig) -> None:
+async def test_recovery_leaves_a_message_answered_since_its_snapshot_alone(
+    storage: SqlStorage, tmp_path: Path
+) -> None:
     """The sweep read the row while it was pending; by the time recovery gets the chat,
     the live path has answered it. Nothing is fetched, asked or sent again."""
     outlet = RecordingOutlet()
-    routes = ChannelRoutes()
-    routes.add(outlet)
     reads: list[InboundMessage] = []
 
     async def read_images(message: InboundMessage) -> ImageNotes:
         reads.append(message)
         return ImageNotes(notes=["a cat"])
 
-    processor = rig.processor_with(routes=routes, read_images=read_images)
-    image = ImageRef(fetch=_never_fetched, locator="file-1")
-    assert await processor.handle(msg("look", mid="9", images=(image,))) is None
-    entry = await rig.storage.intake.by_message("telegram", "1", "9")
-    assert entry is not None and entry.state == "delivered"
-    stale = replace(entry, state="pending", user_turn_id=None, reply_turn_id=None)
-    assert await processor.resume(stale) is False
-    assert (len(reads), rig.fake.total_requests, len(outlet.sent)) == (1, 1, 1)
+    async with build_rig(storage, tmp_path, read_images=read_images) as rig:
+        rig.app.routes.add(outlet)
+        processor = rig.processor
+        image = ImageRef(fetch=_never_fetched, locator="file-1")
+        assert await processor.handle(msg("look", mid="9", images=(image,))) is None
+        entry = await rig.storage.intake.by_message("telegram", "1", "9")
+        assert entry is not None and entry.state == "delivered"
+        stale = replace(entry, state="pending", user_turn_id=None, reply_turn_id=None)
+        assert await processor.resume(stale) is False
+        assert (len(reads), rig.fake.total_requests, len(outlet.sent)) == (1, 1, 1)
 
 
 async def _never_fetched() -> bytes:
@@ -382,22 +317,7 @@ async def test_configured_message_suffix_reaches_the_stored_turn_and_the_model(
     """`[context] message_suffix` from the config, through the daemon's own wiring."""
     suffix = "(You can look things up with [Search: words].)"
     async with FakeOpenAI(reply="ok") as fake:
-        settings = Settings.model_validate(
-            {
-                "bot": {"name": "chatterd", "workspace": str(tmp_path / "ws")},
-                "llm": {
-                    "base_url": fake.base_url,
-                    "api_key": "sk-test",
-                    "model": "fake-model",
-                    "timeout_s": 5,
-                    "max_retries": 0,
-                },
-                "storage": {"url": database_url},
-                "http": {"enabled": False},
-                "tools": {"search": False},
-                "context": {"message_suffix": suffix},
-            }
-        )
+        settings = settings_for(tmp_path, database_url, fake, context={"message_suffix": suffix})
         deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")
         async with App(settings, mode="run", deps=deps) as app:
             assert app.processor is not None

@@ -7,20 +7,17 @@ import base64
 import io
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from PIL import Image
 
-from core.context.builder import ContextBuilder
-from core.context.tokens import get_counter
+from bot.app import Seams
 from core.llm import OpenAIProvider
 from core.media.imaging import BadImage, prepare_image
 from core.media.vision import UNREADABLE, VisionReader
 from core.messages import ChatType, ImageRef, InboundMessage
-from core.processor import MessageProcessor
-from core.tools.loop import ToolLoop, default_registry
 from tests.fakes.openai_server import FakeOpenAI
+from tests.rig import settings_for, turn_path
 
 
 def picture(fmt: str, size: tuple[int, int] = (16, 12), color: str = "red") -> bytes:
@@ -141,35 +138,17 @@ async def test_disabled_and_passthrough() -> None:
     assert got.parts[0]["image_url"]["url"].startswith("data:image/png;base64,")
 
 
-def processor_with(
-    storage: Any, tmp_path: Path, llm: OpenAIProvider, reader: VisionReader
-) -> MessageProcessor:
-    """The real processor with this image reader (as bot/app.py wires it)."""
-    counter = get_counter()
-    return MessageProcessor(
-        store=storage,
-        context=ContextBuilder(tmp_path / "ws", max_tokens=8000, token_counter=counter),
-        counter=counter,
-        tool_loop=ToolLoop(default_registry(None), llm),
-        read_images=reader,
-    )
-
-
-async def test_description_reaches_the_model_and_the_stored_turn(
-    storage, tmp_path: Path, provider: ProviderFactory
-) -> None:
+async def test_description_reaches_the_model_and_the_stored_turn(storage, tmp_path: Path) -> None:
     """Through the real processor: the stored user turn keeps the description and the hash."""
     async with (
         FakeOpenAI(reply=describe_by_mime) as vision_fake,
         FakeOpenAI(reply="Nice cat!") as chat_fake,
     ):
-        processor = processor_with(
-            storage,
-            tmp_path,
-            provider(chat_fake),
-            VisionReader(provider(vision_fake), enabled=True),
-        )
-        reply = await processor.handle(message(ref(PNG), text="what is this?", message_id="m1"))
+        settings = settings_for(tmp_path, None, chat_fake, vision_fake)
+        async with turn_path(settings, Seams(storage=storage)) as (_, path):
+            reply = await path.processor.handle(
+                message(ref(PNG), text="what is this?", message_id="m1")
+            )
         assert reply == "Nice cat!"
         sent = chat_fake.requests[0]["messages"][-1]["content"]
         assert sent.endswith("[Ann]: what is this?\n(Image 1: a png picture)")
@@ -220,17 +199,13 @@ async def test_large_images_are_downscaled_before_the_model_sees_them(
         assert base64.b64decode(url.split(",", 1)[1]) == PNG
 
 
-async def test_passthrough_sends_the_image_to_the_main_model(
-    storage, tmp_path: Path, provider: ProviderFactory
-) -> None:
+async def test_passthrough_sends_the_image_to_the_main_model(storage, tmp_path: Path) -> None:
     async with FakeOpenAI(reply="I see a red square") as chat_fake:
-        processor = processor_with(
-            storage,
-            tmp_path,
-            provider(chat_fake),
-            VisionReader(None, enabled=True, mode="passthrough"),
-        )
-        assert await processor.handle(message(ref(PNG), text="and this?")) == "I see a red square"
+        passthrough = {"enabled": True, "mode": "passthrough"}
+        settings = settings_for(tmp_path, None, chat_fake, vision=passthrough)
+        async with turn_path(settings, Seams(storage=storage)) as (_, path):
+            reply = await path.processor.handle(message(ref(PNG), text="and this?"))
+        assert reply == "I see a red square"
         content = chat_fake.requests[0]["messages"][-1]["content"]
         assert [part["type"] for part in content] == ["image_url", "text"]
         assert content[0]["image_url"]["url"] == "data:image/png;base64," + (

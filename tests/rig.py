@@ -1,0 +1,153 @@
+"""The daemon's own wiring on the fakes: settings for loopback servers, and a built turn path.
+
+Why here: tests that drive the processor, the dispatcher or the commands directly used
+to copy bot/app.py's wiring (store, counter, context builder, tool loop, processor,
+dispatcher), and a copy can drift from what the daemon runs. They now build the parts
+with `App.build()` from a `Settings`, exactly as `chatterd run` does, and put in only
+what a test must own (its storage, an image reader) through `bot.app.Seams`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bot.app import App, Seams, TurnPath
+from bot.commands import Commands
+from bot.config import Settings
+from bot.dispatcher import Dispatcher
+from core.messages import ChatType, InboundMessage
+from core.processor import ImageReader, MessageProcessor
+from core.tools.search import SearchBackend
+from memory.store import SqlStorage
+from tests.fakes.openai_server import FakeOpenAI, echo_last_user
+
+ADMIN = "telegram:1000"
+
+
+def settings_for(
+    tmp_path: Path,
+    database_url: str | None,
+    chat: FakeOpenAI,
+    vision_model: FakeOpenAI | None = None,
+    **sections: dict[str, Any],
+) -> Settings:
+    """A daemon on the fakes: the chat model (and a describing vision model) on loopback, the
+    workspace in `tmp_path`, no HTTP server, no web search. `sections` are merged into
+    the defaults, so `bot={...}` keeps the name and the workspace."""
+    data: dict[str, Any] = {
+        "bot": {"name": "chatterd", "workspace": str(tmp_path / "workspace")},
+        "llm": {
+            "base_url": chat.base_url,
+            "api_key": "sk-test-chat",
+            "model": chat.model,
+            "timeout_s": 10,
+            "max_retries": 0,
+        },
+        "http": {"enabled": False},
+        "tools": {"search": False},  # no DuckDuckGo from tests
+    }
+    if database_url is not None:
+        data["storage"] = {"url": database_url}
+    if vision_model is not None:
+        data["vision"] = {
+            "enabled": True,
+            "mode": "describe",
+            "base_url": vision_model.base_url,
+            "api_key": "sk-test-vision",
+            "model": vision_model.model,
+        }
+    for name, values in sections.items():
+        data[name] = {**data.get(name, {}), **values}
+    return Settings.model_validate(data)
+
+
+@asynccontextmanager
+async def turn_path(settings: Settings, seams: Seams) -> AsyncIterator[tuple[App, TurnPath]]:
+    """`App.build()` for the block (no channels, no recovery loop), stopped after it."""
+    app = App(settings, seams=seams)
+    path = await app.build()
+    try:
+        yield app, path
+    finally:
+        await app.stop(2.0)
+
+
+@dataclass
+class Rig:
+    """The daemon's turn path without channels, on one FakeOpenAI."""
+
+    fake: FakeOpenAI
+    storage: SqlStorage
+    app: App
+    processor: MessageProcessor
+    commands: Commands
+    dispatcher: Dispatcher
+
+
+@asynccontextmanager
+async def build_rig(
+    storage: SqlStorage,
+    tmp_path: Path,
+    *,
+    reply: Any = echo_last_user,
+    context_window: int = 16000,
+    reply_tokens: int = 256,
+    timeout_s: float = 5.0,
+    max_retries: int = 0,
+    admins: frozenset[str] = frozenset({ADMIN}),
+    compaction_min_turns: int | None = None,
+    read_images: ImageReader | None = None,
+    search: SearchBackend | None = None,
+) -> AsyncIterator[Rig]:
+    """`App.build()` on `storage` (the test's), with the model on a FakeOpenAI answering
+    `reply`, the wake word "bot", two tool rounds, web search only on a given `search`
+    backend, and compaction only when asked for."""
+    compaction: dict[str, Any] = {"compaction": compaction_min_turns is not None}
+    if compaction_min_turns is not None:
+        compaction["compaction_min_turns"] = compaction_min_turns
+    async with FakeOpenAI(reply) as fake:
+        settings = settings_for(
+            tmp_path,
+            None,
+            fake,
+            bot={"admins": sorted(admins)},
+            llm={
+                "context_window": context_window,
+                "reply_tokens": reply_tokens,
+                "timeout_s": timeout_s,
+                "max_retries": max_retries,
+            },
+            tools={"max_rounds": 2, "search": search is not None},
+            groups={"wake_words": ["bot"]},
+            context=compaction,
+        )
+        seams = Seams(storage=storage, read_images=read_images, search=search)
+        async with turn_path(settings, seams) as (app, path):
+            yield Rig(fake, storage, app, path.processor, path.commands, path.dispatcher)
+
+
+def msg(
+    text: str,
+    *,
+    chat: str = "1",
+    sender: str = "1",
+    name: str = "Alice",
+    group: bool = False,
+    mid: str | None = None,
+    **extra: Any,
+) -> InboundMessage:
+    """A Telegram message from Alice in a private chat, unless told otherwise."""
+    return InboundMessage(
+        platform="telegram",
+        chat_id=chat,
+        chat_type=ChatType.GROUP if group else ChatType.PRIVATE,
+        sender_id=sender,
+        sender_name=name,
+        text=text,
+        message_id=mid,
+        **extra,
+    )
