@@ -220,23 +220,23 @@ class SqlStorage:
         recent = {"chat_pk": chat_pk, "limit": limit, "before_id": before_id}
         history = self._recent if before_id is None else self._recent_before
 
-        def read(conn: Connection) -> tuple[Sequence[Any], Any, Sequence[Any]]:
+        def read(conn: Connection) -> tuple[list[Turn], Turn | None, Sequence[Any]]:
             if chat_pk is None:
                 return [], None, conn.execute(NEWEST_MEMORIES, memories).all()
-            rows = conn.execute(history, recent).all()  # newest first
-            summary = next((row for row in rows if row.kind == "summary"), None)
-            if summary is None and (before_id is not None or len(rows) >= limit):
-                summary = conn.execute(self._summary, {"chat_pk": chat_pk, "limit": 1}).first()
-            return rows, summary, conn.execute(NEWEST_MEMORIES, memories).all()
+            turns = self._turns(platform, chat_id, conn.execute(history, recent))  # newest first
+            summary = next((turn for turn in turns if turn.kind == "summary"), None)
+            if summary is None and (before_id is not None or len(turns) >= limit):
+                latest = conn.execute(self._summary, {"chat_pk": chat_pk, "limit": 1})
+                summary = next(iter(self._turns(platform, chat_id, latest)), None)
+            return turns, summary, conn.execute(NEWEST_MEMORIES, memories).all()
 
-        rows, summary_row, items = await self._db.read(read)
-        newest = self._turns(platform, chat_id, [summary_row])[0] if summary_row else None
+        turns, newest, items = await self._db.read(read)
         through = (newest.meta or {}).get(SUMMARY_THROUGH, 0) if newest else 0
         if not isinstance(through, int) or isinstance(through, bool):
             through = 0  # a summary whose meta names no turn covers none
-        fresh = [r for r in reversed(rows) if r.id > through and r.kind != "summary"]
+        fresh = [t for t in reversed(turns) if t.id > through and t.kind != "summary"]
         return TurnMaterial(
-            history=self._turns(platform, chat_id, fresh),
+            history=fresh,
             summary=newest,
             memories=memory_items(platform, sender_id, items),
             summary_through=through,
