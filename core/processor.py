@@ -14,7 +14,7 @@ from core.accepted import intake_draft, reply_for, restored_message
 from core.context.compaction import Compactor
 from core.context.report import ContextReport
 from core.context.tokens import TokenCounter
-from core.context.turn import TurnContextBuilder, TurnInput
+from core.context.turn import ChatPersona, TurnContextBuilder, TurnInput
 from core.delivery import ChannelRoutes
 from core.inject import inject
 from core.llm import LLMError
@@ -80,8 +80,10 @@ class MessageProcessor:
         read_images: ImageReader | None = None,
         compactor: Compactor | None = None,
         routes: ChannelRoutes | None = None,
+        chat_persona: ChatPersona | None = None,
     ) -> None:
         self._store = store
+        self._chat_persona = chat_persona
         self._context = context
         self._counter = counter
         self._options = options or ProcessorOptions()
@@ -275,6 +277,7 @@ class MessageProcessor:
                 tool_guide=self._tool_guide,
                 summary=found.summary,
                 summary_through=found.summary_through,
+                chat_persona=await self._persona(message),
             )
         )
         self._last_reports[message.chat_key] = built.report
@@ -389,6 +392,11 @@ class MessageProcessor:
         assert self._compactor is not None
         async with self._tasks.track():
             await self._compactor.fold(message.chat_key, message.chat_type.value, due, summary)
+
+    async def _persona(self, message: InboundMessage) -> str:
+        if self._chat_persona is None:
+            return ""
+        return await self._chat_persona(message.platform, message.chat_id)
 
     async def _images(self, message: InboundMessage) -> ImageNotes:
         if not message.images:
