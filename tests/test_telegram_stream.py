@@ -18,12 +18,13 @@ import pytest
 from channels.config import TelegramConfig
 from channels.formatting.telegram import FormattedText, render_telegram
 from channels.formatting.telegram_split import split_formatted
+from channels.telegram.app import TelegramTimings
 from channels.telegram.channel import TelegramChannel
 from channels.telegram.stream import TelegramStream, worth_a_message
 from core.messages import OutboundMessage
 from tests.fakes.clock import VirtualClock
 from tests.fakes.telegram_server import FakeTelegram, Inbox, group_chat, user, utf16_len
-from tests.test_telegram import FAST
+from tests.test_telegram import FAST, POLICY
 
 ALICE = user(1001, "Alice")
 GROUP = group_chat(-100500, "Tea party")
@@ -43,14 +44,20 @@ async def tg(clock: VirtualClock) -> AsyncIterator[FakeTelegram]:
 
 @asynccontextmanager
 async def channel_on(
-    tg: FakeTelegram, clock: VirtualClock, *, per_minute: int = 20, **config: Any
+    tg: FakeTelegram,
+    clock: VirtualClock,
+    *,
+    per_minute: int = 20,
+    inbox: Inbox | None = None,
+    timings: TelegramTimings = FAST,
+    **config: Any,
 ) -> AsyncIterator[TelegramChannel]:
     cfg = TelegramConfig(
         enabled=True, token=tg.token, api_base_url=tg.root, poll_stall_s=30.0, **config
     )
-    timings = replace(FAST, group_sends_per_min=per_minute)
-    channel = TelegramChannel(cfg, timings=timings, clock=clock)
-    await channel.start(Inbox())
+    timings = replace(timings, group_sends_per_min=per_minute)
+    channel = TelegramChannel(cfg, timings=timings, clock=clock, is_addressed=POLICY.triggers)
+    await channel.start(inbox or Inbox())
     try:
         yield channel
     finally:
@@ -159,6 +166,7 @@ async def test_group_answer_is_one_message_edited_in_place_within_the_budget(tg,
             text = " ".join(SENTENCES[:n])
             await stream.show(text)
             await shows_preview(tg, GROUP["id"], text)
+        finished_at = clock.now
         sent = await stream.finish(final)
     (first,) = tg.calls_of("sendMessage")  # one message; everything else is an edit
     assert first.params["reply_parameters"]["message_id"] == question
@@ -167,7 +175,8 @@ async def test_group_answer_is_one_message_edited_in_place_within_the_budget(tg,
     assert tg.edits[-1]["entities"] == final_pieces(final)[0]["entities"]
     times = tg.paced_calls(GROUP["id"])
     assert tg.rate_limited == [] and busiest_minute(times) <= 20
-    assert min(gaps(times[:-1])) >= INTERVAL  # previews; the final edit goes out at once
+    assert min(gaps(times[:-1])) >= INTERVAL  # previews; the final edit goes out at once:
+    assert times[-1] == finished_at  # previews left room in the budget for it
     first_id = tg.visible(GROUP["id"])[0]["message_id"]
     assert records.ids() == [[first_id]]
     assert sent.message_ids == (str(first_id),)

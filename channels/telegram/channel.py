@@ -34,14 +34,13 @@ from channels.telegram.app import (
     start_receiving,
     stop_updater,
 )
-from channels.telegram.completion import Target, complete, final_pieces, recorded
+from channels.telegram.completion import complete, final_pieces, recorded, target_of
 from channels.telegram.files import TelegramFiles
 from channels.telegram.inbound import (
     PLATFORM,
     BotIdentity,
     Skip,
     normalise,
-    telegram_message_id,
 )
 from channels.telegram.outbound import TelegramSender
 from channels.telegram.pacing import AsyncioClock, ChatPacer, Clock, is_group
@@ -215,7 +214,7 @@ class TelegramChannel:
             raise ValueError(f"telegram channel cannot send a {message.platform!r} message")
         if self._sender is None:
             raise DeliveryError("the telegram channel is not started")
-        target = _target(message)
+        target = target_of(message)
         try:
             ids = await complete(
                 self._sender, target, final_pieces(message.text), recorded(message.resume)
@@ -231,7 +230,7 @@ class TelegramChannel:
         None when `[telegram] streaming = "off"` or the channel is not started."""
         if message.platform != PLATFORM or self._config.streaming == "off" or self._sender is None:
             return None
-        target = _target(message)
+        target = target_of(message)
         stream = TelegramStream(
             self._sender,
             target,
@@ -366,11 +365,3 @@ class TelegramChannel:
 
     def _redact(self, text: str) -> str:
         return text.replace(self._token, "<token>") if self._token else text
-
-
-def _target(message: OutboundMessage) -> Target:
-    reply_to = (
-        telegram_message_id(message.reply_to_message_id) if message.reply_to_message_id else None
-    )
-    thread = int(message.thread_id) if message.thread_id else None
-    return Target(int(message.chat_id), thread, reply_to)

@@ -17,7 +17,9 @@ from typing import Any
 
 from channels.formatting.telegram import FormattedText, render_telegram
 from channels.formatting.telegram_split import split_formatted
+from channels.telegram.inbound import telegram_message_id
 from channels.telegram.outbound import MessageGone, TelegramSender
+from core.messages import OutboundMessage
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,15 @@ class Shown:
 
     message_id: int
     piece: FormattedText | None = None
+
+
+def target_of(message: OutboundMessage) -> Target:
+    """Where the core's reply goes (its ids are the strings the channel handed over)."""
+    reply_to = (
+        telegram_message_id(message.reply_to_message_id) if message.reply_to_message_id else None
+    )
+    thread = int(message.thread_id) if message.thread_id else None
+    return Target(int(message.chat_id), thread, reply_to)
 
 
 OnChange = Callable[[list[Shown]], Awaitable[None]]
