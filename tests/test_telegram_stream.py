@@ -362,3 +362,15 @@ async def test_streaming_off_gives_no_stream(tg, clock) -> None:
     async with channel_on(tg, clock, streaming="off") as channel:
         assert channel.open_stream(reply_to(ALICE["id"]), Records()) is None
         assert channel.open_stream(reply_to(GROUP["id"]), Records()) is None
+
+
+async def test_a_draft_is_shown_again_before_it_fades(tg, clock) -> None:
+    """A draft lasts 30 s; while the model is quiet (a long search) it is refreshed."""
+    quick = replace(FAST, draft_keepalive_s=0.05)
+    async with channel_on(tg, clock, timings=quick) as channel:
+        stream = open_stream(channel, ALICE["id"], Records())
+        await stream.show("Searching for the best tea. One moment")
+        await tg.wait_for("sendMessageDraft", count=3)
+        await stream.finish("Searching for the best tea. One moment: green.")
+    first, *again = tg.drafts
+    assert all(d["text"] == first["text"] and d["draft_id"] == first["draft_id"] for d in again)

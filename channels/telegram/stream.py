@@ -101,7 +101,7 @@ class TelegramStream:
             return
         self._latest = text
         self._changed.set()
-        if self._worker is None:
+        if self._worker is None or self._worker.done():  # done: it idled out, start again
             self._worker = asyncio.create_task(self._run())
 
     async def finish(self, text: str) -> Sent:
