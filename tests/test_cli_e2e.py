@@ -14,7 +14,7 @@ from bot.commands import Commands
 from memory.service import MemoryService
 from memory.store import open_storage
 from tests.fakes.openai_server import FakeOpenAI, echo_last_user
-from tests.test_processor import msg
+from tests.rig import msg
 
 
 def env_for(tmp_path: Path, fake: FakeOpenAI) -> dict[str, str]:

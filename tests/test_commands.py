@@ -163,12 +163,15 @@ async def test_reset_in_group_needs_an_admin(rig: Rig) -> None:
 
 
 async def test_help_lists_commands_and_admin_extras(commands: Commands) -> None:
+    """The daemon's commands: everyone sees theirs, admins also `/bot` (chat settings)."""
     text = await say(commands, "/help")
+    admin = await say(commands, "/help", sender=ADMIN_ID)
+    assert "bot" in commands.names
     for name in commands.names:
-        assert f"/{name}" in text
-    assert "Admin:" not in text
+        assert f"/{name}" in admin
+        assert (f"/{name}" in text) is (name != "bot")
+    assert "Admin:" not in text and "Admin:" in admin
     assert await say(commands, "/start") == text
-    assert "Admin:" in await say(commands, "/help", sender=ADMIN_ID)
 
 
 async def test_context_reports_after_a_turn_and_guards_other_chats(rig: Rig) -> None:
