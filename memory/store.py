@@ -10,12 +10,13 @@ so a turn in a known chat costs one INSERT. Each call is one transaction run by
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any
 
-from sqlalchemy import Connection, Insert, bindparam, delete, select
+from sqlalchemy import Connection, Insert, Text, bindparam, delete, select, type_coerce
 from sqlalchemy.dialects import postgresql, sqlite
 
 from memory.chat_settings import ChatSettingsStore
@@ -43,6 +44,15 @@ LOCK_POOL_SIZE = 20
 
 class _Duplicate(Exception):
     """Raised inside a write to roll it back when the row was stored before."""
+
+
+def _meta(stored: Any) -> dict[str, Any]:
+    """A turn's meta as the history read returns it: JSON text on SQLite (mostly "{}",
+    decoded here without the JSON type's layers), already a dict on PostgreSQL (asyncpg
+    decodes json itself)."""
+    if isinstance(stored, str):
+        return {} if stored == "{}" else json.loads(stored) or {}
+    return stored or {}
 
 
 def _lock_key(platform: str, chat_id: str) -> int:
@@ -74,7 +84,7 @@ class SqlStorage:
                 TurnRow.content,
                 TurnRow.token_count,
                 TurnRow.platform_message_id,
-                TurnRow.meta,
+                type_coerce(TurnRow.meta, Text()),  # decoded by _meta: most are "{}"
                 TurnRow.created_at,
                 User.platform_user_id,
                 User.display_name,
@@ -260,7 +270,7 @@ class SqlStorage:
                 sender,
                 name,
                 pmid,
-                meta or {},
+                _meta(meta),
                 at,
             )
             for id_, role, kind, content, tokens, pmid, meta, at, sender, name in rows
