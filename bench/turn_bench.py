@@ -125,10 +125,16 @@ class FakeModelProcess:
 
 
 class DaemonProcess:
-    """`chatterd run` with only the HTTP channel, SQLite in `tmp`, the fake model as LLM."""
+    """`chatterd run` with only the HTTP channel, SQLite in `tmp`, the fake model as LLM.
 
-    def __init__(self, tmp: Path, model_url: str, max_in_flight: int | None = None) -> None:
+    `root` is the source tree the daemon runs from (another checkout, for paired runs).
+    """
+
+    def __init__(
+        self, tmp: Path, model_url: str, max_in_flight: int | None = None, root: Path = ROOT
+    ) -> None:
         self.tmp = tmp
+        self.root = root
         self.max_in_flight = max_in_flight
         self.port = free_port()
         self.db_url = f"sqlite+aiosqlite:///{tmp}/bench.sqlite"
@@ -176,7 +182,7 @@ class DaemonProcess:
             "WARNING",
             "run",
             cwd=self.tmp,
-            env={**child_env(), "PYTHONPATH": str(ROOT)},
+            env={**child_env(), "PYTHONPATH": str(self.root)},
             stdin=asyncio.subprocess.DEVNULL,
             stdout=self.log,
             stderr=self.log,
