@@ -20,7 +20,8 @@ from memory.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI, last_user_text
 from tests.fakes.openai_stream import StreamShape
 from tests.fakes.telegram_server import FakeTelegram, group_chat, private_chat, user
-from tests.test_channel_e2e import BOT, daemon, mention, settings_for, telegram_section
+from tests.rig import settings_for
+from tests.test_channel_e2e import BOT, daemon, mention, telegram_section
 
 ALICE = user(1001, "Alice")
 GROUP = group_chat(-100777, "Streaming club")
