@@ -102,11 +102,22 @@ def checkout(rev: str, into: Path) -> str:
     return subprocess.run(named, check=True, capture_output=True, text=True).stdout.strip()
 
 
+def this_tree() -> str:
+    """ "this tree (<commit>)", with a + when it has uncommitted changes."""
+    git = ["git", "-C", str(ROOT)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(
+        [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+    )
+    mark = "+" if dirty.stdout.strip() else ""
+    return f"this tree ({head.stdout.strip()}{mark})"
+
+
 async def pair(rev: str, rounds: int, chats: int, turns: int) -> tuple[list[PairRun], str]:
     with tempfile.TemporaryDirectory() as folder:
         other = Path(folder)
         commit = checkout(rev, other)
-        trees = [("this tree", ROOT), (f"{rev} ({commit})", other)]
+        trees = [(this_tree(), ROOT), (f"{rev} ({commit})", other)]
         runs: list[PairRun] = []
         async with FakeModelProcess(latency_s=0) as model:
             for number in range(rounds):
@@ -135,7 +146,7 @@ def _ms(value: float | None) -> str:
 
 
 def render(runs: list[PairRun], other: str, rounds: int, chats: int, turns: int) -> str:
-    labels = ["this tree", other]
+    labels = [runs[0].label if runs[0].label != other else runs[1].label, other]
     rows = []
     medians: dict[str, tuple[float, float | None]] = {}
     for label in labels:
@@ -152,7 +163,7 @@ def render(runs: list[PairRun], other: str, rounds: int, chats: int, turns: int)
             f"| {label} | {per_s:,.0f} ({each}) | {_ms(total)} | {_ms(main)} | {_ms(rest)} "
             f"| {answered:,}/{sent:,} |"
         )
-    (ours, our_cpu), (theirs, their_cpu) = medians["this tree"], medians[other]
+    (ours, our_cpu), (theirs, their_cpu) = medians[labels[0]], medians[other]
     cpu_line = ""
     if our_cpu is not None and their_cpu is not None:
         cpu_line = f" and {our_cpu / their_cpu:.2f}x the daemon CPU per turn"
