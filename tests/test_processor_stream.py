@@ -13,13 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from core.delivery import ChannelRoutes
 from core.messages import DeliveryError, OutboundMessage, Sent
 from core.processor import APOLOGY, MessageProcessor
 from core.streaming import StreamRecorder
 from memory.store import SqlStorage
 from tests.fakes.openai_stream import StreamShape
-from tests.test_processor import build_rig, msg
+from tests.rig import Rig, build_rig, msg
 
 RECORD = {"stream": {"message_ids": ["501"]}}
 
@@ -67,17 +66,17 @@ class PreviewOutlet:
         return None
 
 
-def with_outlet(rig: Any) -> tuple[MessageProcessor, PreviewOutlet]:
+def with_outlet(rig: Rig) -> tuple[MessageProcessor, PreviewOutlet]:
+    """The daemon's processor, with a previewing channel for Telegram among its routes."""
     outlet = PreviewOutlet()
-    routes = ChannelRoutes()
-    routes.add(outlet)
-    return rig.processor_with(routes=routes), outlet
+    rig.app.routes.add(outlet)
+    return rig.processor, outlet
 
 
 async def test_a_streamed_reply_is_previewed_then_finished_with_the_stored_text(
     storage: SqlStorage, tmp_path: Path
 ) -> None:
-    async with build_rig(storage, tmp_path / "ws") as rig:
+    async with build_rig(storage, tmp_path) as rig:
         rig.fake.reply("Here is a **long** answer in pieces.", stream=StreamShape(piece_chars=4))
         processor, outlet = with_outlet(rig)
 
@@ -98,7 +97,7 @@ async def test_a_streamed_reply_is_previewed_then_finished_with_the_stored_text(
 async def test_a_model_failure_mid_stream_replaces_the_preview_with_the_apology(
     storage: SqlStorage, tmp_path: Path
 ) -> None:
-    async with build_rig(storage, tmp_path / "ws") as rig:
+    async with build_rig(storage, tmp_path) as rig:
         rig.fake.reply("I think the answer", stream=StreamShape(drop_after=2))
         processor, outlet = with_outlet(rig)
 
@@ -114,7 +113,7 @@ async def test_a_model_failure_mid_stream_replaces_the_preview_with_the_apology(
 async def test_an_unfinished_preview_is_completed_by_recovery_not_copied(
     storage: SqlStorage, tmp_path: Path
 ) -> None:
-    async with build_rig(storage, tmp_path / "ws") as rig:
+    async with build_rig(storage, tmp_path) as rig:
         rig.fake.reply("Final words.", stream=StreamShape(piece_chars=3))
         processor, outlet = with_outlet(rig)
         outlet.refuse_finish = True  # the platform is down when the reply is done
@@ -137,7 +136,7 @@ async def test_an_unfinished_preview_is_completed_by_recovery_not_copied(
 async def test_a_turn_cut_off_mid_stream_is_answered_again_in_the_same_preview(
     storage: SqlStorage, tmp_path: Path
 ) -> None:
-    async with build_rig(storage, tmp_path / "ws") as rig:
+    async with build_rig(storage, tmp_path) as rig:
         processor, outlet = with_outlet(rig)
         # What a process killed mid-stream leaves: a pending row with its preview recorded.
         accepted = await storage.intake.accept(_draft("12"))
