@@ -32,6 +32,7 @@ from memory.types import (
     TurnMaterial,
     TurnState,
 )
+from memory.usage import UsageStore
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ class SqlStorage:
     def __init__(self, database: Database, *, cache_size: int = CACHE_SIZE) -> None:
         self._db = database
         self.intake = IntakeStore(database)
+        self.usage = UsageStore(database)  # token counters: /usage, quotas, the console
         self._ids = RowIds(database, cache_size=cache_size)
         self._memory = MemoryRows(database, self._ids)
         insert = sqlite.insert if database.dialect == "sqlite" else postgresql.insert
