@@ -27,6 +27,7 @@ class CommandStore(TurnStore, MemoryStore, Protocol):
 
 
 ReportSource = Callable[[str, str], ContextReport | None]  # (platform, chat_id)
+CommandHandler = Callable[[InboundMessage, list[str]], Awaitable[Reply]]
 
 
 @dataclass(frozen=True)
@@ -46,23 +47,27 @@ class Commands:
         admins: frozenset[str],
         bot_name: str,
         context_report: ReportSource,
+        usage: CommandHandler | None = None,
     ) -> None:
         self._store = store
         self._memories = MemoryService(store)
         self._admins = admins
         self._bot_name = bot_name
         self._report = context_report
-        self._handlers: dict[str, Callable[[InboundMessage, list[str]], Awaitable[Reply]]] = {
+        self._handlers: dict[str, CommandHandler] = {
             "help": self._help,
             "start": self._help,
             "reset": self._reset,
             "context": self._context,
             "memory": self._memory,
         }
+        if usage is not None:  # /usage (bot/usage_command.py), when the daemon meters
+            self._handlers["usage"] = usage
 
     @property
     def names(self) -> list[str]:
-        return ["help", "reset", "context", "memory"]
+        known = ("help", "reset", "context", "memory", "usage")
+        return [name for name in known if name in self._handlers]
 
     async def handle(self, message: InboundMessage) -> Reply:
         name, args = parse_command(message.text)
@@ -75,6 +80,7 @@ class Commands:
         return message.sender_key in self._admins
 
     async def _help(self, message: InboundMessage, args: list[str]) -> Reply:
+        usage = "usage" in self._handlers
         lines = [
             f"I'm {self._bot_name}, a chat assistant. In groups, mention me, reply to me or "
             "say my name; in a private chat just talk.",
@@ -85,6 +91,7 @@ class Commands:
             "/memory clear — forget everything about you (asks to confirm)",
             "/reset — clear our private chat's history (memories stay)",
             "/context — what my last answer in this chat was built from",
+            *(["/usage — the tokens you used today and this month"] if usage else []),
             "/help — this list",
         ]
         if self.is_admin(message):
@@ -94,6 +101,8 @@ class Commands:
                 "to the person's message; /reset in a group clears its history; "
                 "/context platform:chat_id.",
             ]
+            if usage:
+                lines.append("Admin: /usage group (this chat's tokens), /usage top (top spenders).")
         return Reply("\n".join(lines))
 
     async def _reset(self, message: InboundMessage, args: list[str]) -> Reply:

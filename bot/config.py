@@ -158,6 +158,14 @@ class GroupsConfig(Section):
     store_untriggered: bool = True
 
 
+class LimitsConfig(Section):
+    """Daily token quotas (prompt + completion, per UTC day); 0 = unlimited."""
+
+    user_tokens_per_day: int = Field(0, ge=0)
+    group_tokens_per_day: int = Field(0, ge=0)
+    global_tokens_per_day: int = Field(0, ge=0)
+
+
 class Settings(BaseSettings):
     """The whole configuration; one instance is built at start and passed down."""
 
@@ -178,6 +186,7 @@ class Settings(BaseSettings):
     onebot: OnebotConfig = OnebotConfig()
     http: HttpConfig = HttpConfig()
     groups: GroupsConfig = GroupsConfig()
+    limits: LimitsConfig = LimitsConfig()
 
     @model_validator(mode="after")
     def _telegram_rate_limit_moved(self) -> Settings:

@@ -3,8 +3,9 @@
 Channels only report facts (private or group, mentions_bot, reply_to_bot, the text);
 here, once, before anything reaches the processor: is it a command, does it trigger the
 bot (core/triggers.py), and is its sender over the per-user rate limit
-(`[bot] rate_limit_per_min`, core/ratelimit.py). Untriggered group messages are kept as
-context and never count against the limit.
+(`[bot] rate_limit_per_min`, core/ratelimit.py) or, for a message for the model, over a
+daily token quota (`[limits]`, core/quota.py). Untriggered group messages are kept as
+context and never count against either.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from bot.commands import Commands
 from bot.config import Settings
 from core.messages import ChatType, InboundMessage, Reply
 from core.processor import GENERIC_APOLOGY, MessageProcessor, ShuttingDown
+from core.quota import ALLOWED as QUOTA_OK
+from core.quota import QuotaDecision, QuotaGuard
 from core.ratelimit import RATE_NOTICE, RateDecision, RateLimiter
 from core.triggers import TriggerPolicy, is_command
 
@@ -37,26 +40,36 @@ class Dispatcher:
         policy: TriggerPolicy,
         store_untriggered: bool,
         limiter: RateLimiter | None = None,
+        quota: QuotaGuard | None = None,
     ) -> None:
-        """`limiter` counts answered messages per sender (None: no limit); admins
-        (`commands.is_admin`) and the console are exempt."""
+        """`limiter` counts answered messages per sender (None: no limit); `quota` checks
+        the daily token allowances (None: none); admins (`commands.is_admin`) and the
+        console are exempt from both."""
         self._processor = processor
         self._commands = commands
         self._policy = policy
         self._store_untriggered = store_untriggered
         self._limiter = limiter
+        self._quota = quota
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, processor: MessageProcessor, commands: Commands
+        cls,
+        settings: Settings,
+        *,
+        processor: MessageProcessor,
+        commands: Commands,
+        quota: QuotaGuard | None = None,
     ) -> Dispatcher:
-        """The daemon's dispatcher: `[groups]` triggers, `[bot] rate_limit_per_min`."""
+        """The daemon's dispatcher: `[groups]` triggers, `[bot] rate_limit_per_min`, and
+        the `[limits]` quota guard the App built over the usage counters."""
         return cls(
             processor=processor,
             commands=commands,
             policy=TriggerPolicy.create(settings.bot.name, settings.groups.wake_words),
             store_untriggered=settings.groups.store_untriggered,
             limiter=RateLimiter(settings.bot.rate_limit_per_min, window_s=60.0),
+            quota=quota,
         )
 
     @property
@@ -89,11 +102,33 @@ class Dispatcher:
             return Reply(RATE_NOTICE) if decision.notify else None
         if command:
             return await self._commands.handle(message)
+        quota = await self._quota_check(message)
+        if not quota.allowed:
+            return Reply(quota.notice) if quota.notice else None
         try:
             text = await self._processor.handle(message)
         except ShuttingDown:
             return Reply("", retry_after_s=RETRY_AFTER_S)
         return Reply(text) if text else None
+
+    async def _quota_check(self, message: InboundMessage) -> QuotaDecision:
+        """Over a daily allowance the message is not accepted (not stored, no model
+        call); the sender gets the notice or, within the hour, silence."""
+        if self._quota is None or self._exempt(message):
+            return QUOTA_OK
+        decision = await self._quota.check(message)
+        if decision.allowed:
+            return decision
+        log.info(
+            "%s over the %s token quota in %s; not answered",
+            message.sender_key,
+            decision.over,
+            message.chat_key,
+        )
+        return decision
+
+    def _exempt(self, message: InboundMessage) -> bool:
+        return message.platform in UNLIMITED_PLATFORMS or self._commands.is_admin(message)
 
     def _rate_check(self, message: InboundMessage) -> RateDecision:
         """Synchronous on purpose: a refusal returns before the channel shows "typing"."""

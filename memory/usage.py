@@ -19,8 +19,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from memory.migrate import Database
 from memory.models import NAME_LEN, USAGE_PURPOSES, UsageRow, check_key
 
-GroupBy = Literal["user", "chat", "model", "day"]
-GROUP_BY: tuple[GroupBy, ...] = ("user", "chat", "model", "day")
+GroupBy = Literal["user", "chat", "model", "purpose", "day"]
+GROUP_BY: tuple[GroupBy, ...] = ("day", "user", "chat", "model", "purpose")
 _KEY = ("day", "platform", "chat_id", "user_id", "model", "purpose")
 _COUNTS = ("prompt_tokens", "completion_tokens", "calls", "estimated_calls")
 
@@ -69,7 +69,8 @@ class UsageScope:
 
 @dataclass(frozen=True)
 class UsageGroup:
-    """One line of a grouped listing: `platform:id` (user, chat), a model, or an ISO day."""
+    """One line of a grouped listing: `platform:id` (user, chat), a model, a purpose or an
+    ISO day."""
 
     key: str
     totals: UsageTotals
@@ -213,11 +214,13 @@ class UsageStore:
         *,
         limit: int | None = None,
     ) -> list[UsageGroup]:
-        """Totals per user, chat or model (most tokens first), or per day (oldest first)."""
+        """Totals per user, chat, model or purpose (most tokens first), or per day (oldest
+        first)."""
         columns: tuple[Any, ...] = {
             "user": (UsageRow.platform, UsageRow.user_id),
             "chat": (UsageRow.platform, UsageRow.chat_id),
             "model": (UsageRow.model,),
+            "purpose": (UsageRow.purpose,),
             "day": (UsageRow.day,),
         }[by]
         query = (
