@@ -48,7 +48,7 @@ def tokens_line(label: str, totals: UsageTotals) -> str:
 
 
 def allowance_line(label: str, used: int, limit: int) -> str:
-    return f"{label}: {min(used, limit):,} of {limit:,} used today (resets at 00:00 UTC)"
+    return f"{label}: {used:,} of {limit:,} tokens used today (resets at 00:00 UTC)"
 
 
 class UsageCommand:
