@@ -8,6 +8,7 @@ from contextlib import AsyncExitStack
 from dataclasses import replace
 from typing import Any
 
+from bot.bot_command import BotCommand
 from bot.commands import Commands
 from bot.config import Settings
 from bot.dispatcher import Dispatcher
@@ -35,6 +36,7 @@ from core.tools.loop import ToolLoop, default_registry
 from core.tools.search import duckduckgo_backend
 from core.usage import UsageMeter, UsageRecorder, WallClock, utc_now
 from core.workspace.files import ensure_workspace
+from memory.chat_settings_cache import CachedChatSettings
 from memory.store import SqlStorage, open_storage
 
 log = logging.getLogger(__name__)
@@ -58,6 +60,8 @@ class App:
         self.channels: list[Channel] = []
         self.processor: MessageProcessor | None = None
         self.storage: SqlStorage | None = None
+        # Per-chat settings (/bot ...), cached for the message path; the console uses it too.
+        self.chat_settings: CachedChatSettings | None = None
         self._deps = deps
         self._stack = AsyncExitStack()
         self.routes = ChannelRoutes()
@@ -101,6 +105,8 @@ class App:
             settings.storage.url, lock_pool_size=options.max_in_flight
         )
         self._stack.push_async_callback(self.storage.close)
+        self.chat_settings = chat_settings = CachedChatSettings(self.storage.chat_settings)
+        await chat_settings.warm()  # so "typing" is never shown in a denied group
         llm = await self._llm()
         self._stack.push_async_callback(llm.close)
         counter = get_counter(settings.context.tokenizer)
@@ -122,6 +128,7 @@ class App:
             read_images=self._vision_reader(meter),
             compactor=self._compactor(llm, self.storage, counter, meter),
             routes=self.routes,
+            chat_persona=lambda platform, chat_id: _persona(chat_settings, platform, chat_id),
         )
         self.recovery = Recovery(
             self.storage.intake,
@@ -138,11 +145,16 @@ class App:
             admins=admins,
             bot_name=settings.bot.name,
             context_report=self.processor.last_report,
+            bot_control=BotCommand.from_settings(settings, chat_settings),
             usage=UsageCommand(self.storage.usage, admins=admins, limits=limits, clock=self._clock),
         )
         quota = QuotaGuard(limits, self.storage.usage, clock=self._clock)
         dispatcher = Dispatcher.from_settings(
-            settings, processor=self.processor, commands=commands, quota=quota
+            settings,
+            processor=self.processor,
+            commands=commands,
+            chat_settings=chat_settings,
+            quota=quota,
         )
         deps = self._deps or default_console_deps(settings, self.health)
         deps = replace(
@@ -150,6 +162,7 @@ class App:
             health_source=self.health,
             extra_health=self.extra_health,
             policy=dispatcher.policy,
+            addressed=dispatcher.addressed,
         )
         for spec in CHANNELS:
             if spec.enabled(settings, self.mode, deps):
@@ -279,3 +292,8 @@ class App:
         finally:
             for waiter in waiters:
                 waiter.cancel()
+
+
+async def _persona(chat_settings: CachedChatSettings, platform: str, chat_id: str) -> str:
+    """The processor's persona lookup (core.context.turn.ChatPersona)."""
+    return (await chat_settings.get(platform, chat_id)).persona

@@ -27,7 +27,7 @@ class CommandStore(TurnStore, MemoryStore, Protocol):
 
 
 ReportSource = Callable[[str, str], ContextReport | None]  # (platform, chat_id)
-CommandHandler = Callable[[InboundMessage, list[str]], Awaitable[Reply]]
+Handler = Callable[[InboundMessage, list[str]], Awaitable[Reply]]
 
 
 @dataclass(frozen=True)
@@ -47,26 +47,31 @@ class Commands:
         admins: frozenset[str],
         bot_name: str,
         context_report: ReportSource,
-        usage: CommandHandler | None = None,
+        bot_control: Handler | None = None,
+        usage: Handler | None = None,
     ) -> None:
+        """`bot_control` is `/bot` (bot/bot_command.py), when the daemon has chat settings;
+        `usage` is `/usage` (bot/usage_command.py), when it meters model calls."""
         self._store = store
         self._memories = MemoryService(store)
         self._admins = admins
         self._bot_name = bot_name
         self._report = context_report
-        self._handlers: dict[str, CommandHandler] = {
+        self._handlers: dict[str, Handler] = {
             "help": self._help,
             "start": self._help,
             "reset": self._reset,
             "context": self._context,
             "memory": self._memory,
         }
+        if bot_control is not None:
+            self._handlers["bot"] = bot_control
         if usage is not None:  # /usage (bot/usage_command.py), when the daemon meters
             self._handlers["usage"] = usage
 
     @property
     def names(self) -> list[str]:
-        known = ("help", "reset", "context", "memory", "usage")
+        known = ("help", "reset", "context", "memory", "bot", "usage")
         return [name for name in known if name in self._handlers]
 
     async def handle(self, message: InboundMessage) -> Reply:
@@ -101,6 +106,11 @@ class Commands:
                 "to the person's message; /reset in a group clears its history; "
                 "/context platform:chat_id.",
             ]
+            if "bot" in self._handlers:
+                lines.append(
+                    "Admin, for this chat: /bot status|on|off|allow|deny, /bot persona <text>, "
+                    "/bot wake <word> (-<word> removes), /bot reset-settings; /bot alone explains."
+                )
             if usage:
                 lines.append("Admin: /usage group (this chat's tokens), /usage top (top spenders).")
         return Reply("\n".join(lines))

@@ -14,6 +14,7 @@ from typing import Any, Literal, TextIO
 
 from bot.config import Settings
 from channels.base import Channel, ChannelHealth
+from core.messages import InboundMessage
 from core.triggers import TriggerPolicy
 
 RunMode = Literal["run", "chat"]
@@ -31,6 +32,8 @@ class ChannelDeps:
     # The dispatcher's trigger policy, filled in by the App: a channel that must know early
     # whether a message will be answered (Telegram shows "typing" at once) asks this one.
     policy: TriggerPolicy | None = None
+    # Better: the dispatcher's whole answer (access, the group's own wake words, triggers).
+    addressed: Callable[[InboundMessage], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,7 @@ def _telegram(deps: ChannelDeps) -> Channel:
     return TelegramChannel(
         settings.telegram,
         image_max_bytes=settings.vision.max_bytes,
-        is_addressed=deps.policy.triggers if deps.policy is not None else None,
+        is_addressed=deps.addressed or (deps.policy.triggers if deps.policy is not None else None),
     )
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, Connection, and_, case, func, or_, select
+from sqlalchemy import ColumnElement, and_, case, func, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from memory.migrate import Database
@@ -160,14 +160,8 @@ class UsageStore:
         rows = [
             {name: getattr(delta, name) for name in (*_KEY, *_COUNTS)} for delta in merge(deltas)
         ]
-        if not rows:
-            return
-
-        def write(conn: Connection) -> None:
-            for row in rows:  # one statement each: ON CONFLICT cannot hit one row twice
-                conn.execute(self._upsert, row)
-
-        await self._db.write(write)
+        if rows:  # distinct keys after merge(): no row is hit twice in one statement
+            await self._db.write(lambda conn: conn.execute(self._upsert, rows))
 
     async def totals(
         self, since: date, until: date, scope: UsageScope | None = None

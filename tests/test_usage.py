@@ -16,12 +16,16 @@ import pytest
 
 from bot.usage_command import UsageCommand
 from core.context.tokens import count_messages, get_counter
+from core.llm import OpenAIProvider
 from core.llm.provider import ChatResult
 from core.messages import ChatType, InboundMessage
 from core.quota import QuotaGuard, QuotaLimits, next_reset, quota_notice
+from core.tools.loop import ToolLoop, default_registry
+from core.tools.registry import ToolContext
 from core.usage import ModelCall, UsageRecorder, UsageSubject, call_cost
 from memory.store import SqlStorage
-from memory.usage import UsageDelta, UsageTotals
+from memory.usage import UsageDelta, UsageScope, UsageTotals
+from tests.fakes.openai_server import FakeOpenAI
 from tests.test_cli_e2e import run_cli
 
 NOON = datetime(2026, 3, 14, 12, 0, tzinfo=UTC)
@@ -219,3 +223,41 @@ async def test_cli_with_nothing_recorded_and_bad_dates(
     assert code == 2 and "is not a date like" in err
     code, _, err = await run_cli(["usage", "--since", "2999-01-01"], env)
     assert code == 2 and "is after today" in err
+
+
+# -- streamed turns ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("reports", [True, False], ids=["stream-usage", "no-usage"])
+async def test_a_streamed_turn_counts_each_round_from_the_streams_usage(
+    storage: SqlStorage, reports: bool
+) -> None:
+    """A previewed turn streams every call; the stream's usage chunk is what is counted,
+    or our own count when the server sends none."""
+    counter = get_counter("o200k_base")
+    meter = UsageRecorder(storage.usage, counter, clock=WallClock())
+    shown: list[str] = []
+
+    async def preview(text: str) -> None:
+        shown.append(text)
+
+    async with FakeOpenAI(model="stream-model", send_usage=reports) as fake:
+        fake.reply("[Remember: likes tea]", usage=(60, 5))
+        fake.reply("Noted, tea it is.", usage=(70, 3))
+        llm = OpenAIProvider(fake.base_url, "sk-test", "stream-model", max_retries=0)
+        loop = ToolLoop(default_registry(None), llm, meter=meter)
+        asked = [{"role": "user", "content": "I like tea"}]
+        try:
+            result = await loop.run(asked, ToolContext.for_message(message(), storage), preview)
+        finally:
+            await llm.close()
+    assert result.reply == "Noted, tea it is." and shown
+    assert [request["stream"] for request in fake.requests] == [True, True]
+    totals = await storage.usage.totals(TODAY, TODAY, UsageScope("telegram", user_id="1"))
+    if reports:
+        assert totals == UsageTotals(130, 8, 2, 0)
+    else:
+        first, second = (r["messages"] for r in fake.requests)
+        prompt = count_messages(first, counter) + count_messages(second, counter)
+        completion = counter.count("[Remember: likes tea]") + counter.count("Noted, tea it is.")
+        assert totals == UsageTotals(prompt, completion, 2, 2)
