@@ -14,6 +14,7 @@ from bot.config import Settings
 from bot.dispatcher import Dispatcher
 from bot.errors import StartupError
 from bot.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
+from bot.usage_command import UsageCommand
 from channels.base import Channel, ChannelHealth
 from core.context import ContextBuilder
 from core.context.compaction import CompactionOptions, Compactor
@@ -29,9 +30,11 @@ from core.llm import (
 )
 from core.media.vision import VisionReader
 from core.processor import MessageProcessor, ProcessorOptions
+from core.quota import QuotaGuard, QuotaLimits
 from core.recovery import Recovery, RecoveryOptions
 from core.tools.loop import ToolLoop, default_registry
 from core.tools.search import duckduckgo_backend
+from core.usage import UsageMeter, UsageRecorder, WallClock, utc_now
 from core.workspace.files import ensure_workspace
 from memory.chat_settings_cache import CachedChatSettings
 from memory.store import SqlStorage, open_storage
@@ -43,9 +46,16 @@ class App:
     """Owns the daemon's parts for one run; `async with App(...)` starts and stops them."""
 
     def __init__(
-        self, settings: Settings, *, mode: RunMode = "run", deps: ChannelDeps | None = None
+        self,
+        settings: Settings,
+        *,
+        mode: RunMode = "run",
+        deps: ChannelDeps | None = None,
+        clock: WallClock = utc_now,
     ):
+        """`clock` is the UTC wall clock usage days and quotas go by (tests cross midnight)."""
         self.settings = settings
+        self._clock = clock
         self.mode = mode
         self.channels: list[Channel] = []
         self.processor: MessageProcessor | None = None
@@ -100,6 +110,7 @@ class App:
         llm = await self._llm()
         self._stack.push_async_callback(llm.close)
         counter = get_counter(settings.context.tokenizer)
+        meter = UsageRecorder(self.storage.usage, counter, clock=self._clock)
         context = ContextBuilder(
             settings.bot.workspace,
             max_tokens=settings.llm.context_window,
@@ -113,9 +124,9 @@ class App:
             context=context,
             counter=counter,
             options=options,
-            tool_loop=self._tool_loop(llm),
-            read_images=self._vision_reader(),
-            compactor=self._compactor(llm, self.storage, counter),
+            tool_loop=self._tool_loop(llm, meter),
+            read_images=self._vision_reader(meter),
+            compactor=self._compactor(llm, self.storage, counter, meter),
             routes=self.routes,
             chat_persona=lambda platform, chat_id: _persona(chat_settings, platform, chat_id),
         )
@@ -127,15 +138,23 @@ class App:
                 within_s=settings.bot.recover_within_s,
             ),
         )
+        admins = frozenset(settings.bot.admins)
+        limits = QuotaLimits(**settings.limits.model_dump())
         commands = Commands(
             store=self.storage,
-            admins=frozenset(settings.bot.admins),
+            admins=admins,
             bot_name=settings.bot.name,
             context_report=self.processor.last_report,
             bot_control=BotCommand.from_settings(settings, chat_settings),
+            usage=UsageCommand(self.storage.usage, admins=admins, limits=limits, clock=self._clock),
         )
+        quota = QuotaGuard(limits, self.storage.usage, clock=self._clock)
         dispatcher = Dispatcher.from_settings(
-            settings, processor=self.processor, commands=commands, chat_settings=chat_settings
+            settings,
+            processor=self.processor,
+            commands=commands,
+            chat_settings=chat_settings,
+            quota=quota,
         )
         deps = self._deps or default_console_deps(settings, self.health)
         deps = replace(
@@ -162,7 +181,7 @@ class App:
         await task
 
     def _compactor(
-        self, llm: LLMProvider, storage: SqlStorage, counter: TokenCounter
+        self, llm: LLMProvider, storage: SqlStorage, counter: TokenCounter, meter: UsageMeter
     ) -> Compactor | None:
         context, window = self.settings.context, self.settings.llm.context_window
         if not context.compaction:
@@ -173,9 +192,9 @@ class App:
             summary_tokens=summary_tokens,
             input_tokens=max(256, window - summary_tokens - 800),  # 800: instructions, framing
         )
-        return Compactor(llm, storage, counter, options)
+        return Compactor(llm, storage, counter, options, meter)
 
-    def _vision_reader(self) -> VisionReader:
+    def _vision_reader(self, meter: UsageMeter) -> VisionReader:
         vision, llm = self.settings.vision, self.settings.llm
         provider = None
         if vision.enabled and vision.mode == "describe":
@@ -202,9 +221,10 @@ class App:
             max_bytes=vision.max_bytes,
             max_side=vision.max_side,
             timeout_s=llm.timeout_s,
+            meter=meter,
         )
 
-    def _tool_loop(self, llm: LLMProvider) -> ToolLoop:
+    def _tool_loop(self, llm: LLMProvider, meter: UsageMeter) -> ToolLoop:
         tools = self.settings.tools
         search = duckduckgo_backend(tools.search_results, tools.search_timeout_s)
         self._stack.callback(search.close)
@@ -215,6 +235,7 @@ class App:
             handler_timeout_s=tools.search_timeout_s + 2,
             mode=tools.mode,
             max_tokens=self.settings.llm.reply_tokens,
+            meter=meter,
         )
 
     def _uses_endpoint(self) -> bool:

@@ -211,6 +211,14 @@ class AccessConfig(Section):
         return _platform_ids(value, groups=False)
 
 
+class LimitsConfig(Section):
+    """Daily token quotas (prompt + completion, per UTC day); 0 = unlimited."""
+
+    user_tokens_per_day: int = Field(0, ge=0)
+    group_tokens_per_day: int = Field(0, ge=0)
+    global_tokens_per_day: int = Field(0, ge=0)
+
+
 class Settings(BaseSettings):
     """The whole configuration; one instance is built at start and passed down."""
 
@@ -232,6 +240,7 @@ class Settings(BaseSettings):
     http: HttpConfig = HttpConfig()
     groups: GroupsConfig = GroupsConfig()
     access: AccessConfig = AccessConfig()
+    limits: LimitsConfig = LimitsConfig()
 
     @model_validator(mode="after")
     def _telegram_rate_limit_moved(self) -> Settings:

@@ -33,6 +33,7 @@ from memory.types import (
     TurnMaterial,
     TurnState,
 )
+from memory.usage import UsageStore
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ class SqlStorage:
         self._db = database
         self.intake = IntakeStore(database)
         self.chat_settings = ChatSettingsStore(database)  # /bot on|off|allow|persona|wake
+        self.usage = UsageStore(database)  # token counters: /usage, quotas, the console
         self._ids = RowIds(database, cache_size=cache_size)
         self._memory = MemoryRows(database, self._ids)
         insert = sqlite.insert if database.dialect == "sqlite" else postgresql.insert
