@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import Connection, Insert, bindparam, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from memory.chat_settings import ChatSettingsStore
 from memory.ids import CACHE_SIZE, ChatKey, RowIds, TxIds
 from memory.intake import AfterWrite, IntakeConflict, IntakeStore, claim_in, settle_in
 from memory.memories import MemoryRows, memories_query, memory_items
@@ -56,6 +57,7 @@ class SqlStorage:
     def __init__(self, database: Database, *, cache_size: int = CACHE_SIZE) -> None:
         self._db = database
         self.intake = IntakeStore(database)
+        self.chat_settings = ChatSettingsStore(database)  # /bot on|off|allow|persona|wake
         self._ids = RowIds(database, cache_size=cache_size)
         self._memory = MemoryRows(database, self._ids)
         insert = sqlite.insert if database.dialect == "sqlite" else postgresql.insert
