@@ -8,6 +8,7 @@ nothing written, concurrent changes that all land, paging through the chats.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -96,7 +97,7 @@ async def test_allowed_goes_back_to_the_config_with_none(storage: SqlStorage) ->
     ],
 )
 async def test_bad_values_are_refused_clearly_and_nothing_is_written(
-    storage: SqlStorage, changes: dict[str, object], says: str
+    storage: SqlStorage, changes: dict[str, Any], says: str
 ) -> None:
     store = storage.chat_settings
     with pytest.raises(ChatSettingsError, match=says.replace("(", r"\(").replace(")", r"\)")):
