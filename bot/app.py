@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from bot.commands import Commands
+from bot.console import Console, ConsoleDeps, RecentErrors
 from bot.config import Settings
 from bot.dispatcher import Dispatcher
 from bot.errors import StartupError
@@ -48,6 +49,7 @@ class App:
         self.channels: list[Channel] = []
         self.processor: MessageProcessor | None = None
         self.storage: SqlStorage | None = None
+        self.console: Console | None = None  # the web console, when it is served
         self._deps = deps
         self._stack = AsyncExitStack()
         self.routes = ChannelRoutes()
@@ -128,11 +130,13 @@ class App:
         )
         dispatcher = Dispatcher.from_settings(settings, processor=self.processor, commands=commands)
         deps = self._deps or default_console_deps(settings, self.health)
+        console = self._console()
         deps = replace(
             deps,
             health_source=self.health,
             extra_health=self.extra_health,
             policy=dispatcher.policy,
+            http_routes=(console.register,) if console is not None else (),
         )
         for spec in CHANNELS:
             if spec.enabled(settings, self.mode, deps):
@@ -143,8 +147,45 @@ class App:
                 if channel.pushes:  # HTTP answers in its response: nothing to push to
                     self.routes.add(channel)
                 log.info("channel %s started", spec.name)
+                if console is not None and spec.name == "http":
+                    port = getattr(channel, "port", settings.http.port)
+                    log.info("web console at http://%s:%s/console", settings.http.host, port)
         recovery = asyncio.create_task(self.recovery.run(self._recovery_stop))
         self._stack.push_async_callback(self._stop_recovery, recovery)
+
+    def _console(self) -> Console | None:
+        """The operator's console on the HTTP server, when a password is set for it."""
+        web, http = self.settings.web, self.settings.http
+        if not web.enabled or self.mode != "run":
+            return None
+        if web.password is None:
+            log.info(
+                "web console is off: set [web] password (or CHATTERD_WEB__PASSWORD) to "
+                "serve it at http://%s:%d/console",
+                http.host,
+                http.port,
+            )
+            return None
+        if not http.enabled:
+            log.warning(
+                "web console is off: it is served by the HTTP server; set [http] enabled = true"
+            )
+            return None
+        assert self.storage is not None and self.processor is not None
+        errors = RecentErrors()
+        root = logging.getLogger()
+        root.addHandler(errors)
+        self._stack.callback(root.removeHandler, errors)
+        deps = ConsoleDeps(
+            settings=self.settings,
+            storage=self.storage,
+            health=self.health,
+            extra_health=self.extra_health,
+            last_report=self.processor.last_report,
+            errors=errors,
+        )
+        self.console = Console(deps, web.password.get_secret_value())
+        return self.console
 
     async def _stop_recovery(self, task: asyncio.Task[None]) -> None:
         self._recovery_stop.set()
