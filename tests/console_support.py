@@ -11,11 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from sqlalchemy import insert
 
 from bot.app import App
 from bot.config import Settings
 from bot.registry import ChannelDeps
 from channels.http import HttpChannel
+from memory.models import UsageRow
+from memory.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI
 
 PASSWORD = "correct horse battery"
@@ -80,3 +83,10 @@ async def sign_in(session: aiohttp.ClientSession, base: str, password: str = PAS
     async with session.get(f"{base}/console/", allow_redirects=False) as overview:
         assert overview.status == 200
         return form_token(await overview.text())
+
+
+async def add_usage(storage: SqlStorage, rows: list[dict[str, Any]]) -> None:
+    """Token usage rows as the usage recorder writes them (one per key and day)."""
+    defaults = {"user_id": "u", "model": "chat-model", "purpose": "reply", "calls": 1}
+    full = [{"estimated_calls": 0, **defaults, **row} for row in rows]
+    await storage.database.write(lambda conn: conn.execute(insert(UsageRow), full))

@@ -74,13 +74,15 @@ def bar_chart(
     return Markup("".join(parts))
 
 
-def stacked_bar(segments: Sequence[Segment], *, title: str, width: int = 720) -> Markup:
+def stacked_bar(
+    segments: Sequence[Segment], *, title: str, width: int = 720, css: str = "picture"
+) -> Markup:
     """One horizontal bar split into segments proportional to their tokens."""
     total = sum(max(0, s.tokens) for s in segments) or 1
     height = 36
     x = 0.0
     parts = [
-        f'<svg class="picture" viewBox="0 0 {width} {height}" role="img" '
+        f'<svg class="{escape(css)}" viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="{escape(title)}" preserveAspectRatio="none">',
         f"<title>{escape(title)}</title>",
     ]

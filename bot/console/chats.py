@@ -62,11 +62,11 @@ async def _chat(console: Console, request: web.Request) -> web.Response:
     turns = await deps.storage.recent_turns(platform, chat_id, TURNS_SHOWN, before_id)
     report = deps.last_report(platform, chat_id)
     picture = picture_of(report) if report is not None else None
-    bar = (
-        stacked_bar(picture.segments, title="The last context, as parts of the window")
-        if picture is not None
-        else None
-    )
+    bar = zoom = None
+    if picture is not None:
+        bar = stacked_bar(picture.segments, title="The last context, as parts of the window")
+        inside = [s for s in picture.segments if s.key not in ("reserve", "free")]
+        zoom = stacked_bar(inside, title="The last context alone", css="picture zoom")
     settings = await deps.storage.chat_settings.get(platform, chat_id)
     older = (
         url("/chat", platform=platform, id=chat_id, before=turns[0].id)
@@ -81,6 +81,7 @@ async def _chat(console: Console, request: web.Request) -> web.Response:
         folded=FOLDED_KINDS,
         picture=picture,
         bar=bar,
+        zoom=zoom,
         settings=settings,
         older=older,
     )
