@@ -9,8 +9,8 @@ from dataclasses import replace
 from typing import Any
 
 from bot.commands import Commands
-from bot.console import Console, ConsoleDeps, RecentErrors
 from bot.config import Settings
+from bot.console import Console, ConsoleDeps, RecentErrors
 from bot.dispatcher import Dispatcher
 from bot.errors import StartupError
 from bot.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps

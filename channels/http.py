@@ -2,9 +2,9 @@
 
 `POST /v1/chat` hands one message to the daemon and answers with its reply in the same
 response; `GET /healthz` reports every channel's state. Other parts of the daemon may add
-their own routes to the same server (`registrars`: the operator's console does). HTTP is request/response, so the
-reply travels back in the response: there is no way to push an unsolicited message, and
-`send()` drops it (logged at debug).
+their own routes to the same server (`registrars`: the operator's console does). HTTP is
+request/response, so the reply travels back in the response: there is no way to push an
+unsolicited message, and `send()` drops it (logged at debug).
 
 Why it is strict: a typo'd field name ("chatid") would otherwise route a message into the
 wrong conversation, and a huge body would be read into memory before anyone said no. So

@@ -23,6 +23,7 @@ from memory.models import Chat, MemoryRow, UsageRow, User, utc
 
 MAX_PAGE = 200
 T = TypeVar("T")
+AnySelect = Select[*tuple[Any, ...]]
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,9 @@ class Browse:
         """People newest first; `search` matches name or user id."""
         limit = _limit(limit)
         query = (
-            select(User.id, User.platform, User.platform_user_id, User.display_name, User.created_at)
+            select(
+                User.id, User.platform, User.platform_user_id, User.display_name, User.created_at
+            )
             .order_by(User.id.desc())
             .limit(limit + 1)
         )
@@ -144,7 +147,7 @@ class Browse:
     # -- one read each -------------------------------------------------------------------
 
     @staticmethod
-    def _chat_select() -> Select[Any]:
+    def _chat_select() -> AnySelect:
         return select(
             Chat.id,
             Chat.platform,
@@ -156,7 +159,7 @@ class Browse:
         )
 
     @staticmethod
-    def _chat_rows(conn: Connection, query: Select[Any]) -> list[tuple[ChatRow, Any]]:
+    def _chat_rows(conn: Connection, query: AnySelect) -> list[tuple[ChatRow, Any]]:
         rows = conn.execute(query).all()
         tokens = _chat_tokens(conn, rows)
         return [
@@ -176,7 +179,7 @@ class Browse:
         ]
 
     @staticmethod
-    def _people_rows(conn: Connection, query: Select[Any]) -> list[tuple[PersonRow, int]]:
+    def _people_rows(conn: Connection, query: AnySelect) -> list[tuple[PersonRow, int]]:
         rows = conn.execute(query).all()
         counts: dict[int, int] = {}
         if rows:

@@ -293,7 +293,9 @@ async def test_chat_settings_are_saved_and_reset_through_the_bot_commands_store(
 async def test_sign_out_ends_the_session_for_good(daemon: Running) -> None:
     async with client() as session:
         token = await sign_in(session, daemon.base)
-        cookie = session.cookie_jar.filter_cookies(URL(daemon.base + "/console/"))["chatterd_console"]
+        cookie = session.cookie_jar.filter_cookies(URL(daemon.base + "/console/"))[
+            "chatterd_console"
+        ]
         url = f"{daemon.base}/console/sign-out"
         async with session.post(url, data={"csrf": token}, allow_redirects=False) as out:
             assert (out.status, out.headers["Location"]) == (303, "/console/sign-in")

@@ -152,7 +152,9 @@ async def test_turns_per_hour_counts_states_in_their_hour(storage: SqlStorage) -
         await _accept(storage, at, n, state)
     hours = await Activity(storage.database).turns_per_hour(now)
     assert len(hours) == 24 and hours[-1].hour == T0 and hours[0].hour == T0 - timedelta(hours=23)
-    counted = {h.hour: (h.answered, h.failed, h.open) for h in hours if h.answered + h.failed + h.open}
+    counted = {
+        h.hour: (h.answered, h.failed, h.open) for h in hours if h.answered + h.failed + h.open
+    }
     assert counted == {
         T0 - timedelta(hours=23): (1, 0, 0),
         T0 - timedelta(hours=3): (1, 1, 0),  # 09:55 failed, 09:59 delivered

@@ -56,9 +56,7 @@ def add_routes(router: web.UrlDispatcher, console: Console) -> None:
         action = form.get("action")
         try:
             if action == "add":
-                added = await memories.add(
-                    platform, user_id, str(form.get("text", "")), author=by
-                )
+                added = await memories.add(platform, user_id, str(form.get("text", "")), author=by)
                 console.flash(request, "Saved." if added else "Already remembered.")
             elif action == "forget":
                 memory_id = str(form.get("memory", ""))

@@ -22,7 +22,6 @@ from aiohttp import web
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from bot.config import Settings
-from bot.console.fmt import format_age, format_time
 from bot.console.auth import (
     Clock,
     Session,
@@ -32,6 +31,7 @@ from bot.console.auth import (
     password_matches,
     system_clock,
 )
+from bot.console.fmt import format_age, format_time
 from bot.console.recent import RecentErrors
 from channels.base import ChannelHealth
 from core.context.report import ContextReport
@@ -138,7 +138,7 @@ class Console:
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path == PREFIX:  # the sub-application also answers its bare prefix
             return see_other(url("/"))
-        refusal = self._foreign(request)
+        refusal: web.StreamResponse | None = self._foreign(request)
         if refusal is None:
             refusal = await self._check_session(request)
         response = refusal if refusal is not None else await handler(request)
