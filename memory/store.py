@@ -162,10 +162,14 @@ class SqlStorage:
                         created_at=created,
                     )
                 )
-        now = utc(None)
-        for touch in touched.values():
-            conn.execute(self._touch_chat, {**touch, "now": now})
+        self._touch_chats(conn, list(touched.values()))
         return stored
+
+    def _touch_chats(self, conn: Connection, touched: list[dict[str, Any]]) -> None:
+        """Each chat that got turns: now active, `stored` more turns, maybe a new title."""
+        now = utc(None)
+        for touch in touched:
+            conn.execute(self._touch_chat, {**touch, "now": now})
 
     def _ids_for_turns(self, turns: Sequence[NewTurn]) -> TxIds:
         users = [(t.platform, t.sender_id) for t in turns if t.sender_id is not None]
