@@ -117,7 +117,12 @@ async def test_an_operator_session_in_chromium(
         browser = await driver.chromium.launch(executable_path=str(CHROMIUM))
         try:
             page = await browser.new_page(viewport={"width": 1200, "height": 800})
+            complaints: list[str] = []  # CSP refusals, script errors, failed loads
+            page.on("console", lambda m: complaints.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda error: complaints.append(str(error)))
             await operator_session(page, run.base, run.app, model, tg)
+            # The wrong password's 403 is the only error the browser saw.
+            assert [c for c in complaints if "403" not in c] == [], complaints
             phone = await browser.new_page(viewport={"width": 390, "height": 844})
             await phone.goto(f"{run.base}/console/sign-in")
             await sign_in(phone)

@@ -242,7 +242,11 @@ class Console:
 
     async def _static(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["name"]
-        kinds = {"console.css": "text/css", "console.js": "text/javascript"}
+        kinds = {
+            "console.css": "text/css",
+            "console.js": "text/javascript",
+            "favicon.svg": "image/svg+xml",
+        }
         if name not in kinds:
             raise web.HTTPNotFound()
         body = resources.files("bot.console").joinpath("static", name).read_bytes()
