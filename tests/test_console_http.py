@@ -110,6 +110,7 @@ async def test_signed_out_pages_redirect_to_sign_in_and_forms_are_refused(
 async def test_sign_in_sets_a_strict_httponly_cookie_and_pages_are_not_cached(
     daemon: Running,
 ) -> None:
+    await seed_hostile(daemon)  # so the chat and the person exist
     async with client() as session:
         async with session.get(f"{daemon.base}/console/sign-in") as page:
             assert page.status == 200
@@ -356,3 +357,19 @@ async def test_with_the_http_server_off_the_console_is_off_and_the_log_says_why(
         in r.getMessage()
         for r in caplog.records
     )
+
+
+async def test_an_unknown_chat_or_page_is_a_plain_404_that_is_not_cached(
+    daemon: Running,
+) -> None:
+    async with client() as session:
+        await sign_in(session, daemon.base)
+        async with session.get(f"{daemon.base}/console/chat", params={"platform": "x"}) as bad:
+            assert bad.status == 404 and bad.headers["Cache-Control"] == "no-store"
+        async with session.get(f"{daemon.base}/console/nothing-here") as missing:
+            assert missing.status == 404 and missing.headers["Cache-Control"] == "no-store"
+        async with session.get(
+            f"{daemon.base}/console/chat", params=q("telegram", "never-seen")
+        ) as unknown:
+            assert unknown.status == 404
+            assert "There is no chat telegram:never-seen" in await unknown.text()

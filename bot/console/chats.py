@@ -56,7 +56,7 @@ async def _chat(console: Console, request: web.Request) -> web.Response:
     deps = console.deps
     row = await console.browse.chat(platform, chat_id)
     if row is None:
-        return console.render(request, "missing.html", what=f"chat {platform}:{chat_id}")
+        return console.missing(request, f"chat {platform}:{chat_id}")
     before = request.query.get("before")
     before_id = int(before) if before and before.isdigit() else None
     turns = await deps.storage.recent_turns(platform, chat_id, TURNS_SHOWN, before_id)

@@ -33,7 +33,7 @@ def add_routes(router: web.UrlDispatcher, console: Console) -> None:
         platform, user_id = chat_key(request.query)
         row = await console.browse.person(platform, user_id)
         if row is None:
-            return console.render(request, "missing.html", what=f"person {platform}:{user_id}")
+            return console.missing(request, f"person {platform}:{user_id}")
         items = await memories.numbered(platform, user_id)
         return console.render(request, "person.html", person=row, memories=items)
 

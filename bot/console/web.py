@@ -120,6 +120,12 @@ class Console:
         )
         return web.Response(text=body, content_type="text/html")
 
+    def missing(self, request: web.Request, what: str) -> web.Response:
+        """404 with a page that says what was not found (and the navigation)."""
+        response = self.render(request, "missing.html", what=what)
+        response.set_status(404)
+        return response
+
     @staticmethod
     def flash(request: web.Request, text: str) -> None:
         """A one-line result shown on the next page this session opens."""
@@ -141,7 +147,12 @@ class Console:
         refusal: web.StreamResponse | None = self._foreign(request)
         if refusal is None:
             refusal = await self._check_session(request)
-        response = refusal if refusal is not None else await handler(request)
+        try:
+            response = refusal if refusal is not None else await handler(request)
+        except web.HTTPException as exc:  # 404 and the like: plain text, same headers
+            if exc.status < 400:
+                raise
+            response = web.Response(status=exc.status, text=exc.text or exc.reason)
         headers = response.headers
         headers["Cache-Control"] = "no-store"
         headers["Pragma"] = "no-cache"
