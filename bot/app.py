@@ -8,6 +8,7 @@ from contextlib import AsyncExitStack
 from dataclasses import replace
 from typing import Any
 
+from bot.bot_command import BotCommand
 from bot.commands import Commands
 from bot.config import Settings
 from bot.console import Console, ConsoleDeps, RecentErrors
@@ -33,6 +34,7 @@ from core.recovery import Recovery, RecoveryOptions
 from core.tools.loop import ToolLoop, default_registry
 from core.tools.search import duckduckgo_backend
 from core.workspace.files import ensure_workspace
+from memory.chat_settings_cache import CachedChatSettings
 from memory.store import SqlStorage, open_storage
 
 log = logging.getLogger(__name__)
@@ -50,6 +52,8 @@ class App:
         self.processor: MessageProcessor | None = None
         self.storage: SqlStorage | None = None
         self.console: Console | None = None  # the web console, when it is served
+        # Per-chat settings (/bot ...), cached for the message path; the console uses it too.
+        self.chat_settings: CachedChatSettings | None = None
         self._deps = deps
         self._stack = AsyncExitStack()
         self.routes = ChannelRoutes()
@@ -93,6 +97,8 @@ class App:
             settings.storage.url, lock_pool_size=options.max_in_flight
         )
         self._stack.push_async_callback(self.storage.close)
+        self.chat_settings = chat_settings = CachedChatSettings(self.storage.chat_settings)
+        await chat_settings.warm()  # so "typing" is never shown in a denied group
         llm = await self._llm()
         self._stack.push_async_callback(llm.close)
         counter = get_counter(settings.context.tokenizer)
@@ -113,6 +119,7 @@ class App:
             read_images=self._vision_reader(),
             compactor=self._compactor(llm, self.storage, counter),
             routes=self.routes,
+            chat_persona=lambda platform, chat_id: _persona(chat_settings, platform, chat_id),
         )
         self.recovery = Recovery(
             self.storage.intake,
@@ -127,8 +134,11 @@ class App:
             admins=frozenset(settings.bot.admins),
             bot_name=settings.bot.name,
             context_report=self.processor.last_report,
+            bot_control=BotCommand.from_settings(settings, chat_settings),
         )
-        dispatcher = Dispatcher.from_settings(settings, processor=self.processor, commands=commands)
+        dispatcher = Dispatcher.from_settings(
+            settings, processor=self.processor, commands=commands, chat_settings=chat_settings
+        )
         deps = self._deps or default_console_deps(settings, self.health)
         console = self._console()
         deps = replace(
@@ -137,6 +147,7 @@ class App:
             extra_health=self.extra_health,
             policy=dispatcher.policy,
             http_routes=(console.register,) if console is not None else (),
+            addressed=dispatcher.addressed,
         )
         for spec in CHANNELS:
             if spec.enabled(settings, self.mode, deps):
@@ -172,6 +183,7 @@ class App:
             )
             return None
         assert self.storage is not None and self.processor is not None
+        assert self.chat_settings is not None
         errors = RecentErrors()
         root = logging.getLogger()
         root.addHandler(errors)
@@ -183,6 +195,7 @@ class App:
             extra_health=self.extra_health,
             last_report=self.processor.last_report,
             errors=errors,
+            chat_settings=self.chat_settings,
         )
         self.console = Console(deps, web.password.get_secret_value())
         return self.console
@@ -301,3 +314,8 @@ class App:
         finally:
             for waiter in waiters:
                 waiter.cancel()
+
+
+async def _persona(chat_settings: CachedChatSettings, platform: str, chat_id: str) -> str:
+    """The processor's persona lookup (core.context.turn.ChatPersona)."""
+    return (await chat_settings.get(platform, chat_id)).persona

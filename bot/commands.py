@@ -27,6 +27,7 @@ class CommandStore(TurnStore, MemoryStore, Protocol):
 
 
 ReportSource = Callable[[str, str], ContextReport | None]  # (platform, chat_id)
+Handler = Callable[[InboundMessage, list[str]], Awaitable[Reply]]
 
 
 @dataclass(frozen=True)
@@ -46,23 +47,27 @@ class Commands:
         admins: frozenset[str],
         bot_name: str,
         context_report: ReportSource,
+        bot_control: Handler | None = None,
     ) -> None:
+        """`bot_control` is `/bot` (bot/bot_command.py), when the daemon has chat settings."""
         self._store = store
         self._memories = MemoryService(store)
         self._admins = admins
         self._bot_name = bot_name
         self._report = context_report
-        self._handlers: dict[str, Callable[[InboundMessage, list[str]], Awaitable[Reply]]] = {
+        self._handlers: dict[str, Handler] = {
             "help": self._help,
             "start": self._help,
             "reset": self._reset,
             "context": self._context,
             "memory": self._memory,
         }
+        if bot_control is not None:
+            self._handlers["bot"] = bot_control
 
     @property
     def names(self) -> list[str]:
-        return ["help", "reset", "context", "memory"]
+        return ["help", "reset", "context", "memory", *(["bot"] if "bot" in self._handlers else [])]
 
     async def handle(self, message: InboundMessage) -> Reply:
         name, args = parse_command(message.text)
@@ -94,6 +99,11 @@ class Commands:
                 "to the person's message; /reset in a group clears its history; "
                 "/context platform:chat_id.",
             ]
+            if "bot" in self._handlers:
+                lines.append(
+                    "Admin, for this chat: /bot status|on|off|allow|deny, /bot persona <text>, "
+                    "/bot wake <word> (-<word> removes), /bot reset-settings; /bot alone explains."
+                )
         return Reply("\n".join(lines))
 
     async def _reset(self, message: InboundMessage, args: list[str]) -> Reply:

@@ -174,6 +174,59 @@ class GroupsConfig(Section):
     store_untriggered: bool = True
 
 
+def _platform_ids(value: list[str], *, groups: bool) -> list[str]:
+    """Each entry `platform:id`; group entries are chat keys (`telegram:-100123`,
+    `qq:group:123`, `http:<chat_id>`), user entries are user keys (`qq:123`)."""
+    for entry in value:
+        platform, sep, ident = entry.partition(":")
+        if not sep or platform not in PLATFORMS or not ident.strip() or ident != ident.strip():
+            raise ValueError(
+                f"{entry!r} is not 'platform:id' with platform one of {', '.join(PLATFORMS)}"
+            )
+        problem = _group_problem(platform, ident) if groups else _user_problem(platform, ident)
+        if problem:
+            raise ValueError(f"{entry!r}: {problem}")
+    return value
+
+
+def _group_problem(platform: str, ident: str) -> str:
+    """What is wrong with a group's chat key, as the channels spell chat ids ("" if fine)."""
+    if platform == "qq" and not (ident.startswith("group:") and ident[6:].isdigit()):
+        return "a QQ group is written qq:group:<number>"
+    if platform == "telegram" and not (ident.startswith("-") and ident[1:].isdigit()):
+        return "a Telegram group id is negative, e.g. telegram:-1001234"
+    if platform == "console":
+        return "the console has no groups"
+    return ""
+
+
+def _user_problem(platform: str, ident: str) -> str:
+    if platform == "qq" and ident.startswith(("group:", "private:")):
+        return "a QQ user is written qq:<number>, not as a chat id"
+    return ""
+
+
+class AccessConfig(Section):
+    """Where the bot serves (bot/access.py decides per message; `/bot allow|deny` and
+    `/bot on|off` change it per group at run time, stored in the database)."""
+
+    groups: Literal["all", "allowlist"] = "all"
+    allowed_groups: list[str] = []  # chat keys: telegram:-1001234, qq:group:123, http:team
+    blocked_users: list[str] = []  # user keys, as in [bot] admins
+    private: Literal["all", "allowlist", "off"] = "all"
+    allowed_users: list[str] = []
+
+    @field_validator("allowed_groups")
+    @classmethod
+    def _group_keys(cls, value: list[str]) -> list[str]:
+        return _platform_ids(value, groups=True)
+
+    @field_validator("blocked_users", "allowed_users")
+    @classmethod
+    def _user_keys(cls, value: list[str]) -> list[str]:
+        return _platform_ids(value, groups=False)
+
+
 class Settings(BaseSettings):
     """The whole configuration; one instance is built at start and passed down."""
 
@@ -195,6 +248,7 @@ class Settings(BaseSettings):
     http: HttpConfig = HttpConfig()
     groups: GroupsConfig = GroupsConfig()
     web: WebConfig = WebConfig()
+    access: AccessConfig = AccessConfig()
 
     @model_validator(mode="after")
     def _telegram_rate_limit_moved(self) -> Settings:

@@ -1,8 +1,10 @@
 """Every inbound message passes here: the one place policy is decided.
 
 Channels only report facts (private or group, mentions_bot, reply_to_bot, the text);
-here, once, before anything reaches the processor: is it a command, does it trigger the
-bot (core/triggers.py), and is its sender over the per-user rate limit
+here, once, before anything reaches the processor: is it a command, is the bot serving
+this chat and sender (`[access]` and the chat's `/bot` settings, bot/access.py; if not,
+nothing is answered or stored), does it trigger the bot (core/triggers.py, with the
+group's own wake words), and is its sender over the per-user rate limit
 (`[bot] rate_limit_per_min`, core/ratelimit.py). Untriggered group messages are kept as
 context and never count against the limit.
 """
@@ -11,12 +13,15 @@ from __future__ import annotations
 
 import logging
 
+from bot.access import AccessRules
 from bot.commands import Commands
 from bot.config import Settings
 from core.messages import ChatType, InboundMessage, Reply
 from core.processor import GENERIC_APOLOGY, MessageProcessor, ShuttingDown
 from core.ratelimit import RATE_NOTICE, RateDecision, RateLimiter
 from core.triggers import TriggerPolicy, is_command
+from memory.chat_settings import ChatSettings
+from memory.chat_settings_cache import CachedChatSettings
 
 log = logging.getLogger(__name__)
 
@@ -37,26 +42,39 @@ class Dispatcher:
         policy: TriggerPolicy,
         store_untriggered: bool,
         limiter: RateLimiter | None = None,
+        access: AccessRules | None = None,
+        chat_settings: CachedChatSettings | None = None,
     ) -> None:
         """`limiter` counts answered messages per sender (None: no limit); admins
-        (`commands.is_admin`) and the console are exempt."""
+        (`commands.is_admin`) and the console are exempt. `access` decides where the bot
+        serves (None: everywhere), with each group's `chat_settings` (None: defaults)."""
         self._processor = processor
         self._commands = commands
         self._policy = policy
         self._store_untriggered = store_untriggered
         self._limiter = limiter
+        self._access = access
+        self._chat_settings = chat_settings
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, processor: MessageProcessor, commands: Commands
+        cls,
+        settings: Settings,
+        *,
+        processor: MessageProcessor,
+        commands: Commands,
+        chat_settings: CachedChatSettings | None = None,
     ) -> Dispatcher:
-        """The daemon's dispatcher: `[groups]` triggers, `[bot] rate_limit_per_min`."""
+        """The daemon's dispatcher: `[groups]` triggers, `[bot] rate_limit_per_min`,
+        `[access]` with the chats' stored settings."""
         return cls(
             processor=processor,
             commands=commands,
             policy=TriggerPolicy.create(settings.bot.name, settings.groups.wake_words),
             store_untriggered=settings.groups.store_untriggered,
             limiter=RateLimiter(settings.bot.rate_limit_per_min, window_s=60.0),
+            access=AccessRules.from_settings(settings),
+            chat_settings=chat_settings,
         )
 
     @property
@@ -75,7 +93,15 @@ class Dispatcher:
         if not message.text.strip() and not message.images:
             return None
         command = is_command(message.text)
-        if not command and not self._policy.triggers(message):
+        here = await self._settings_of(message)
+        if self._access is not None:
+            admission = self._access.admit(message, here, command=command)
+            if not admission.serve:
+                log.debug(
+                    "not serving %s in %s: %s", message.sender_key, message.chat_key, admission.why
+                )
+                return None
+        if not command and not self._policy.triggers(message, here.wake_words):
             if self._store_untriggered and message.chat_type is ChatType.GROUP:
                 await self._processor.remember_context(message)
             return None
@@ -94,6 +120,27 @@ class Dispatcher:
         except ShuttingDown:
             return Reply("", retry_after_s=RETRY_AFTER_S)
         return Reply(text) if text else None
+
+    def addressed(self, message: InboundMessage) -> bool:
+        """Will this message be answered? Without waiting, from what is known now (a
+        group's settings not read yet count as the defaults): a channel asks it early
+        (Telegram shows "typing" at once), never in a chat the bot does not serve."""
+        here = ChatSettings(message.platform, message.chat_id)
+        if self._chat_settings is not None and message.chat_type is ChatType.GROUP:
+            here = self._chat_settings.peek(message.platform, message.chat_id) or here
+        command = is_command(message.text)
+        if (
+            self._access is not None
+            and not self._access.admit(message, here, command=command).serve
+        ):
+            return False
+        return command or self._policy.triggers(message, here.wake_words)
+
+    async def _settings_of(self, message: InboundMessage) -> ChatSettings:
+        """A group's stored settings (cached); private chats need none here."""
+        if self._chat_settings is None or message.chat_type is not ChatType.GROUP:
+            return ChatSettings(message.platform, message.chat_id)
+        return await self._chat_settings.get(message.platform, message.chat_id)
 
     def _rate_check(self, message: InboundMessage) -> RateDecision:
         """Synchronous on purpose: a refusal returns before the channel shows "typing"."""

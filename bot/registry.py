@@ -14,6 +14,7 @@ from typing import Any, Literal, TextIO
 
 from bot.config import Settings
 from channels.base import Channel, ChannelHealth
+from core.messages import InboundMessage
 from core.triggers import TriggerPolicy
 
 RunMode = Literal["run", "chat"]
@@ -33,6 +34,8 @@ class ChannelDeps:
     policy: TriggerPolicy | None = None
     # More routes on the HTTP channel's server (the operator's console), filled in by the App.
     http_routes: tuple[Callable[[Any], None], ...] = ()
+    # Better: the dispatcher's whole answer (access, the group's own wake words, triggers).
+    addressed: Callable[[InboundMessage], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,7 @@ def _telegram(deps: ChannelDeps) -> Channel:
     return TelegramChannel(
         settings.telegram,
         image_max_bytes=settings.vision.max_bytes,
-        is_addressed=deps.policy.triggers if deps.policy is not None else None,
+        is_addressed=deps.addressed or (deps.policy.triggers if deps.policy is not None else None),
     )
 
 

@@ -11,6 +11,9 @@ import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from telegram.constants import ReactionEmoji
+
+_REACTION_EMOJI = frozenset(emoji.value for emoji in ReactionEmoji)
 
 
 class Section(BaseModel):
@@ -33,6 +36,22 @@ class TelegramConfig(Section):
     # used for [bot] when that is not set, and a line at start says so (bot/config.py).
     rate_limit_per_min: int = Field(20, ge=0)
     answer_edited: bool = False
+    # Replies grow in place while the model writes (a draft in DMs, an edited message in
+    # groups); "off" sends each reply once it is complete.
+    streaming: Literal["auto", "off"] = "auto"
+    stream_interval_s: float = Field(1.0, ge=0.3, le=30.0)
+    ack_reaction: str = ""  # e.g. "👀" on a group message whose answer is slow to appear
+
+    @field_validator("ack_reaction")
+    @classmethod
+    def _telegram_reaction(cls, value: str) -> str:
+        # Bots may only react with Telegram's standard reaction emoji.
+        value = value.strip()
+        if value and value not in _REACTION_EMOJI:
+            raise ValueError(
+                f'{value!r} is not one of Telegram\'s reaction emoji (e.g. "👀", "👍")'
+            )
+        return value
 
     @field_validator("webhook_secret")
     @classmethod

@@ -125,6 +125,10 @@ class TaskTracker:
     def __len__(self) -> int:
         return len(self._tasks)
 
+    async def idle(self) -> None:
+        """Wait until nothing tracked is running (however long that takes)."""
+        await self._idle.wait()
+
     async def drain(self, timeout_s: float) -> int:
         """Wait for everything tracked; cancel what outlives the timeout. Returns how many."""
         try:

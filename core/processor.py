@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cachetools import LRUCache
@@ -14,7 +14,7 @@ from core.accepted import intake_draft, reply_for, restored_message
 from core.context.compaction import Compactor
 from core.context.report import ContextReport
 from core.context.tokens import TokenCounter
-from core.context.turn import TurnContextBuilder, TurnInput
+from core.context.turn import ChatPersona, TurnContextBuilder, TurnInput
 from core.delivery import ChannelRoutes
 from core.inject import inject
 from core.llm import LLMError
@@ -22,6 +22,7 @@ from core.media.vision import NOT_DESCRIBED, ImageNotes
 from core.messages import DeliveryError, InboundMessage, OutboundMessage
 from core.ordering import ChatSerializer, ChatTicket, TaskTracker
 from core.storage import Store
+from core.streaming import ReplyStream
 from core.tools.loop import ToolLoop, TurnDraft
 from core.tools.registry import ToolContext
 from memory.types import (
@@ -79,8 +80,10 @@ class MessageProcessor:
         read_images: ImageReader | None = None,
         compactor: Compactor | None = None,
         routes: ChannelRoutes | None = None,
+        chat_persona: ChatPersona | None = None,
     ) -> None:
         self._store = store
+        self._chat_persona = chat_persona
         self._context = context
         self._counter = counter
         self._options = options or ProcessorOptions()
@@ -88,7 +91,7 @@ class MessageProcessor:
         self._read_images = read_images
         self._compactor = compactor
         self._routes = routes
-        self._background: set[asyncio.Task[None]] = set()
+        self._summaries = TaskTracker("summary")
         self._tool_guide = tool_loop.guide()
         self._serial = ChatSerializer(self._options.max_in_flight)
         self._tasks = TaskTracker()
@@ -163,7 +166,8 @@ class MessageProcessor:
             if fresh is None or fresh.state != "answered" or reply is None:
                 return fresh is not None and fresh.state != "answered"
             message = restored_message(entry, self._routes)
-            return await self._deliver(entry.id, reply_for(message, reply.content, late=True))
+            outbound = reply_for(message, reply.content, late=True)
+            return await self._deliver(entry.id, replace(outbound, resume=fresh.delivery or None))
 
     async def _duplicate(self, message: InboundMessage) -> str | None:
         """A re-delivered message: nothing new is answered. A caller that must deliver the
@@ -261,6 +265,7 @@ class MessageProcessor:
             self._options.history_limit,
             None,  # the chat is ours: everything stored so far came before this message
         )
+        stream = self._open_stream(entry, message, late)
         built = self._context.build_turn(
             TurnInput(
                 message=message,
@@ -272,17 +277,20 @@ class MessageProcessor:
                 tool_guide=self._tool_guide,
                 summary=found.summary,
                 summary_through=found.summary_through,
+                chat_persona=await self._persona(message),
             )
         )
         self._last_reports[message.chat_key] = built.report
         try:
             result = await self._tool_loop.run(
-                built.messages, ToolContext.for_message(message, self._store)
+                built.messages,
+                ToolContext.for_message(message, self._store),
+                preview=stream.show if stream is not None else None,
             )
         except LLMError as exc:
             log.warning("model call failed for %s: %s (%s)", message.chat_key, exc.kind, exc)
             apology = APOLOGY.get(exc.kind, GENERIC_APOLOGY)
-            return await self._apologise(entry, message, user_turn, apology)
+            return await self._apologise(entry, message, user_turn, apology, stream)
         delivers = self._delivers(message.platform)
         # HTTP: the response is the delivery; a recovered one waits for the caller's retry.
         final: TurnState = "delivered" if not delivers and not late else "answered"
@@ -293,30 +301,61 @@ class MessageProcessor:
         self._maybe_compact(message, found.history[: built.report.history_dropped], found.summary)
         if not delivers:
             return None if late else result.reply
-        await self._deliver(entry.id, reply_for(message, result.reply, late=late))
+        await self._deliver(entry.id, reply_for(message, result.reply, late=late), stream)
         return None
 
+    def _open_stream(
+        self, entry: IntakeEntry, message: InboundMessage, late: bool
+    ) -> ReplyStream | None:
+        """A preview of the reply while it is written, where the channel shows one.
+
+        The channel records the messages showing the preview on the intake row, so a
+        crash mid-stream is finished in those same messages (`resume`), not in a copy.
+        """
+        if self._routes is None or not self._delivers(message.platform):
+            return None
+        target = replace(reply_for(message, "", late=late), resume=entry.delivery or None)
+
+        async def record(delivery: dict[str, Any]) -> None:
+            await self._store.intake.note_delivery(entry.id, delivery)
+
+        return self._routes.open_stream(target, record)
+
     async def _apologise(
-        self, entry: IntakeEntry, message: InboundMessage, user_turn: NewTurn, text: str
+        self,
+        entry: IntakeEntry,
+        message: InboundMessage,
+        user_turn: NewTurn,
+        text: str,
+        stream: ReplyStream | None,
     ) -> str | None:
         """A model failure: the user turn is kept, the message is `failed` (not retried
-        later), and the user is told so."""
+        later), and the user is told so (in place of any preview already shown)."""
         if not await self._store.settle(entry.id, [user_turn], "failed"):
             return None
         if not self._delivers(message.platform):
             return text
         assert self._routes is not None
         try:
-            await self._routes.deliver(reply_for(message, text, late=False))
+            if stream is not None:
+                await stream.finish(text)
+            else:
+                await self._routes.deliver(reply_for(message, text, late=False))
         except DeliveryError as exc:
             log.warning("apology to %s not delivered: %s", message.chat_key, exc)
         return None
 
-    async def _deliver(self, entry_id: int, outbound: OutboundMessage) -> bool:
-        """Send through the channel; `delivered` once the platform confirmed it."""
+    async def _deliver(
+        self, entry_id: int, outbound: OutboundMessage, stream: ReplyStream | None = None
+    ) -> bool:
+        """Send through the channel (or finish its preview); `delivered` once the
+        platform confirmed it."""
         assert self._routes is not None
         try:
-            sent = await self._routes.deliver(outbound)
+            if stream is not None:
+                sent = await stream.finish(outbound.text)
+            else:
+                sent = await self._routes.deliver(outbound)
         except DeliveryError as exc:
             log.warning(
                 "reply to %s:%s not delivered yet (%s); recovery will try again",
@@ -332,8 +371,7 @@ class MessageProcessor:
 
     async def settle(self) -> None:
         """Wait for background work (summaries being written) to finish."""
-        while self._background:
-            await asyncio.gather(*list(self._background), return_exceptions=True)
+        await self._summaries.idle()
 
     def _maybe_compact(
         self, message: InboundMessage, dropped: Sequence[Turn], summary: Turn | None
@@ -344,9 +382,9 @@ class MessageProcessor:
         due = self._compactor.due(message.chat_key, dropped)
         if not due:
             return
-        task = asyncio.create_task(self._compact(message, due, summary))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._summaries.spawn(
+            self._compact(message, due, summary), name=f"summary {message.chat_key}"
+        )
 
     async def _compact(
         self, message: InboundMessage, due: Sequence[Turn], summary: Turn | None
@@ -354,6 +392,11 @@ class MessageProcessor:
         assert self._compactor is not None
         async with self._tasks.track():
             await self._compactor.fold(message.chat_key, message.chat_type.value, due, summary)
+
+    async def _persona(self, message: InboundMessage) -> str:
+        if self._chat_persona is None:
+            return ""
+        return await self._chat_persona(message.platform, message.chat_id)
 
     async def _images(self, message: InboundMessage) -> ImageNotes:
         if not message.images:

@@ -29,9 +29,12 @@ from pathlib import Path
 
 import pytest
 
+from bot.access import AccessRules
+from bot.bot_command import BotCommand
 from bot.cli import build_parser
 from bot.commands import Commands
 from core.messages import ChatType, InboundMessage
+from memory.chat_settings_cache import CachedChatSettings
 from memory.store import SqlStorage
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -281,13 +284,22 @@ def test_every_cli_command_and_option_is_in_commands_doc() -> None:
     assert not missing, f"not in docs/commands.md: {missing}"
 
 
-async def _help_text(storage: SqlStorage, *, admin: bool) -> str:
-    commands = Commands(
+def _commands(storage: SqlStorage, admins: frozenset[str]) -> Commands:
+    """Commands as the daemon builds them, `/bot` included."""
+    control = BotCommand(
+        CachedChatSettings(storage.chat_settings), AccessRules(admins=admins), ("chatterd",), 20
+    )
+    return Commands(
         store=storage,
-        admins=frozenset({"console:op"}),
+        admins=admins,
         bot_name="chatterd",
         context_report=lambda platform, chat_id: None,
+        bot_control=control,
     )
+
+
+async def _help_text(storage: SqlStorage, *, admin: bool) -> str:
+    commands = _commands(storage, frozenset({"console:op"}))
     who = "op" if admin else "guest"
     message = InboundMessage(
         platform="console",
@@ -321,9 +333,8 @@ async def test_every_chat_command_in_help_is_in_commands_doc(storage: SqlStorage
     assert len(admin_help) > len(user_help), "/help shows admins nothing more"
     forms = chat_command_forms(admin_help)
     assert {"/memory add <text>", "/memory show", "/context platform:chat_id"} <= forms
-    names = Commands(
-        store=storage, admins=frozenset(), bot_name="x", context_report=lambda p, c: None
-    ).names
+    names = _commands(storage, frozenset()).names
+    assert "bot" in names
     forms.update(f"/{name}" for name in names)
     missing = sorted(form for form in forms if form not in doc)
     assert not missing, f"chat commands not in docs/commands.md: {missing}"

@@ -67,7 +67,7 @@ async def _chat(console: Console, request: web.Request) -> web.Response:
         bar = stacked_bar(picture.segments, title="The last context, as parts of the window")
         inside = [s for s in picture.segments if s.key not in ("reserve", "free")]
         zoom = stacked_bar(inside, title="The last context alone", css="picture zoom")
-    settings = await deps.storage.chat_settings.get(platform, chat_id)
+    settings = await deps.chat_settings.get(platform, chat_id)
     older = (
         url("/chat", platform=platform, id=chat_id, before=turns[0].id)
         if len(turns) == TURNS_SHOWN
@@ -92,7 +92,7 @@ async def _save_settings(console: Console, request: web.Request) -> web.StreamRe
 
     form = await request.post()
     platform, chat_id = chat_key(form)
-    store = console.deps.storage.chat_settings
+    store = console.deps.chat_settings
     by = console.actor(request)
     try:
         if form.get("action") == "reset":

@@ -21,7 +21,7 @@ def add_routes(router: web.UrlDispatcher, console: Console) -> None:
     async def settings(request: web.Request) -> web.StreamResponse:
         after = request.query.get("after")
         after_id = int(after) if after and after.isdigit() else None
-        chats = await console.deps.storage.chat_settings.listing(PAGE + 1, after_id)
+        chats = await console.deps.chat_settings.listing(PAGE + 1, after_id)
         more = len(chats) > PAGE
         chats = chats[:PAGE]
         return console.render(

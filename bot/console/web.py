@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlencode
 
 from aiohttp import web
@@ -37,6 +37,7 @@ from channels.base import ChannelHealth
 from core.context.report import ContextReport
 from memory.activity import Activity
 from memory.browse import Browse
+from memory.chat_settings import ChatSettings
 from memory.store import SqlStorage
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,23 @@ SAFE_METHODS = {"GET", "HEAD"}
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+class ChatSettingsAccess(Protocol):
+    """ChatSettingsStore's methods the console uses; the App hands it the message path's
+    cached store, so a change made here applies to the next message at once."""
+
+    async def get(self, platform: str, chat_id: str) -> ChatSettings: ...
+
+    async def update(
+        self, platform: str, chat_id: str, *, by: str, **changes: Any
+    ) -> ChatSettings: ...
+
+    async def reset(self, platform: str, chat_id: str, *, by: str) -> ChatSettings: ...
+
+    async def listing(
+        self, limit: int = 100, after_id: int | None = None
+    ) -> list[ChatSettings]: ...
+
+
 @dataclass(frozen=True)
 class ConsoleDeps:
     """What the pages read and change; the same services the chat commands use."""
@@ -64,6 +82,7 @@ class ConsoleDeps:
     extra_health: Callable[[], Awaitable[dict[str, Any]]]
     last_report: Callable[[str, str], ContextReport | None]
     errors: RecentErrors
+    chat_settings: ChatSettingsAccess
     clock: Clock = system_clock
 
 

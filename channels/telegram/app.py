@@ -48,6 +48,10 @@ class TelegramTimings:
     typing_delay_s: float = 1.0  # for messages not obviously addressed to the bot
     typing_interval_s: float = 4.0  # Telegram shows "typing" for 5 s
     image_timeout_s: float = 30.0
+    group_sends_per_min: int = 20  # Telegram's per-group budget; edits count too
+    ack_delay_s: float = 2.0  # [telegram] ack_reaction: react when no text shows by then
+    draft_keepalive_s: float = 20.0  # a draft fades after 30 s unless shown again
+    stream_abandon_s: float = 600.0  # a preview that hears nothing this long stops
 
 
 def build_application(

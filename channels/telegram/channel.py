@@ -1,21 +1,27 @@
 """The Telegram channel: python-telegram-bot's Application, polling or webhook.
 
 Every message goes to the daemon's handler (it applies the trigger policy and the rate
-limit, and keeps untriggered group messages as context); a reply comes back as plain
-text, split to Telegram's limit, threaded to the triggering message in groups. Polling
-is watched by a supervisor (see polling.py) so a silent stall or a 409 Conflict is
-reported and recovered, and health() says so.
+limit, and keeps untriggered group messages as context). The model's replies come back
+through `send` (rendered Markdown as entities, split to Telegram's limit, threaded to the
+triggering message in groups) or grow in place through `open_stream` (stream.py); our
+own texts (command answers, notices) go out plain. Polling is watched by a supervisor
+(see polling.py) so a silent stall or a 409 Conflict is reported and recovered, and
+health() says so.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import logging
 import os
+import random
+import weakref
 from collections.abc import Callable, Sequence
 
 from telegram import BotCommand, Message, Update
-from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, TelegramError
+from telegram.error import BadRequest, InvalidToken, NetworkError, TelegramError
 from telegram.ext import ContextTypes
 from telegram.request import HTTPXRequest
 
@@ -28,26 +34,30 @@ from channels.telegram.app import (
     start_receiving,
     stop_updater,
 )
+from channels.telegram.completion import complete, final_pieces, recorded, target_of
 from channels.telegram.files import TelegramFiles
 from channels.telegram.inbound import (
     PLATFORM,
     BotIdentity,
     Skip,
     normalise,
-    telegram_message_id,
 )
 from channels.telegram.outbound import TelegramSender
+from channels.telegram.pacing import AsyncioClock, ChatPacer, Clock, is_group
 from channels.telegram.polling import PollMonitor, PollSupervisor
+from channels.telegram.presence import AckReaction, Presence
+from channels.telegram.replies import deliver_reply, send_logged
+from channels.telegram.stream import StreamSettings, TelegramStream
 from core.messages import (
     ChatType,
     DeliveryError,
     ImageRef,
     InboundMessage,
     OutboundMessage,
-    Reply,
     Sent,
 )
 from core.ordering import TaskTracker
+from core.streaming import StreamRecorder
 
 log = logging.getLogger(__name__)
 
@@ -80,11 +90,13 @@ class TelegramChannel:
         commands: Sequence[tuple[str, str]] = DEFAULT_COMMANDS,
         is_addressed: Callable[[InboundMessage], bool] | None = None,
         timings: TelegramTimings | None = None,
+        clock: Clock | None = None,
     ) -> None:
         """`is_addressed` is the daemon's trigger policy (the dispatcher's, passed in so
         the rule lives in one place): a message it accepts shows "typing" at once, any
         other only after `typing_delay_s` (most never get an answer, so never show it).
-        Without it, every message waits `typing_delay_s`.
+        Without it, every message waits `typing_delay_s`. `clock` paces sends (tests
+        pass a virtual one).
         """
         if config.token is None or not config.token.get_secret_value().strip():
             raise TelegramStartError(
@@ -113,6 +125,11 @@ class TelegramChannel:
         self._commands_set = False
         self._running = False
         self._requests: tuple[HTTPXRequest, ...] = ()
+        self._clock = clock or AsyncioClock()
+        self._presence = Presence(self._clock)
+        self._ack: AckReaction | None = None
+        self._streams: weakref.WeakSet[TelegramStream] = weakref.WeakSet()
+        self._draft_ids = itertools.count(random.randrange(1, 1 << 30))
 
     # -- Channel protocol ------------------------------------------------------------
 
@@ -125,10 +142,19 @@ class TelegramChannel:
         )
         self._sender = TelegramSender(
             self._app.bot,
+            ChatPacer(self._clock, per_minute=self._t.group_sends_per_min),
             attempts=self._t.send_attempts,
             max_retry_after_s=self._t.max_retry_after_s,
             backoff_s=self._t.send_backoff_s,
         )
+        if self._config.ack_reaction:
+            self._ack = AckReaction(
+                self._sender,
+                self._clock,
+                self._presence,
+                emoji=self._config.ack_reaction,
+                delay_s=self._t.ack_delay_s,
+            )
         self._files = TelegramFiles(
             self._app.bot, max_bytes=self._image_max_bytes, timeout_s=self._t.image_timeout_s
         )
@@ -174,29 +200,53 @@ class TelegramChannel:
             await asyncio.wait({self._supervisor_task})
         await self._stop_updater()
         cancelled = await self._tasks.drain(self._t.stop_grace_s)
+        for stream in list(self._streams):  # previews of turns that never finished
+            await stream.close()
         if cancelled:
             log.warning("telegram: %d replies still running at stop were cancelled", cancelled)
         await self._teardown()
 
     async def send(self, message: OutboundMessage) -> Sent:
-        """Deliver a reply the core sends; DeliveryError when Telegram did not take it."""
+        """Deliver a reply the core sends, its Markdown rendered; DeliveryError when
+        Telegram did not take it. With `message.resume` (a stream that died), the
+        recorded messages are completed and only the missing parts sent."""
         if message.platform != PLATFORM:
             raise ValueError(f"telegram channel cannot send a {message.platform!r} message")
         if self._sender is None:
             raise DeliveryError("the telegram channel is not started")
-        reply_to = (
-            telegram_message_id(message.reply_to_message_id)
-            if message.reply_to_message_id
-            else None
-        )
-        thread = int(message.thread_id) if message.thread_id else None
+        target = target_of(message)
         try:
-            ids = await self._sender.send_text(
-                int(message.chat_id), message.text, reply_to=reply_to, thread_id=thread
+            ids = await complete(
+                self._sender, target, final_pieces(message.text), recorded(message.resume)
             )
         except TelegramError as exc:
             raise DeliveryError(f"telegram: {self._redact(str(exc))}") from None
         return Sent(tuple(str(i) for i in ids))
+
+    def open_stream(
+        self, message: OutboundMessage, record: StreamRecorder
+    ) -> TelegramStream | None:
+        """A preview of the reply `message` addresses (core.streaming.StreamingOutlet);
+        None when `[telegram] streaming = "off"` or the channel is not started."""
+        if message.platform != PLATFORM or self._config.streaming == "off" or self._sender is None:
+            return None
+        target = target_of(message)
+        stream = TelegramStream(
+            self._sender,
+            target,
+            record=record,
+            presence=self._presence,
+            settings=StreamSettings(
+                interval_s=self._config.stream_interval_s,
+                keepalive_s=self._t.draft_keepalive_s,
+                abandon_s=self._t.stream_abandon_s,
+            ),
+            draft_id=None if is_group(target.chat_id) else next(self._draft_ids),
+            shown=recorded(message.resume),
+            redact=self._redact,
+        )
+        self._streams.add(stream)
+        return stream
 
     def restore_image(self, locator: str, mime: str | None, name: str) -> ImageRef | None:
         """A photo of an accepted message, fetched again by its file_id after a restart."""
@@ -272,7 +322,10 @@ class TelegramChannel:
         if isinstance(result, Skip):
             log.debug("telegram: update %s skipped: %s", update.update_id, result.reason)
             if result.unsupported_private and source is not None:
-                self._tasks.spawn(self._send_logged(source.chat_id, UNSUPPORTED_NOTICE, None, None))
+                notice = send_logged(
+                    self._sender, source.chat_id, UNSUPPORTED_NOTICE, None, None, self._redact
+                )
+                self._tasks.spawn(notice)
             return
         assert source is not None
         self._tasks.spawn(self._handle(result, source))
@@ -284,59 +337,31 @@ class TelegramChannel:
         thread = int(message.thread_id) if message.thread_id else None
         addressed = self._is_addressed is not None and self._is_addressed(message)
         delay = 0.0 if addressed else self._t.typing_delay_s
-        async with self._sender.typing(
-            source.chat_id, thread, delay_s=delay, interval_s=self._t.typing_interval_s
-        ):
-            try:
-                reply = await self._handler(message)
-            except Exception:
-                log.exception("telegram: handler failed for chat %s", message.chat_id)
-                return
-        if reply is not None and reply.text.strip():
-            await self._deliver(reply, message, source.chat_id, reply_to, thread)
-
-    async def _deliver(
-        self,
-        reply: Reply,
-        message: InboundMessage,
-        chat_id: int,
-        reply_to: int | None,
-        thread: int | None,
-    ) -> None:
-        assert self._sender is not None and self._me is not None
-        if reply.private and message.chat_type is ChatType.GROUP:
-            try:
-                await self._sender.send_text(int(message.sender_id), reply.text)
-                return
-            except (Forbidden, BadRequest) as exc:
-                log.info(
-                    "telegram: cannot DM user %s (%s); asking them to start a chat",
-                    message.sender_id,
-                    exc,
+        key = (source.chat_id, thread)
+        async with contextlib.AsyncExitStack() as stack:
+            if self._ack is not None and group and addressed:
+                await stack.enter_async_context(self._ack.around(key, source.message_id))
+            async with self._sender.typing(
+                source.chat_id,
+                thread,
+                delay_s=delay,
+                interval_s=self._t.typing_interval_s,
+                quiet=lambda: self._presence.showing(key),
+            ):
+                try:
+                    reply = await self._handler(message)
+                except Exception:
+                    log.exception("telegram: handler failed for chat %s", message.chat_id)
+                    return
+            if reply is not None and reply.text.strip():
+                await deliver_reply(
+                    self._sender,
+                    reply,
+                    message,
+                    (source.chat_id, reply_to, thread),
+                    bot_username=self._me.username if self._me else None,
+                    redact=self._redact,
                 )
-            except TelegramError as exc:
-                log.error(
-                    "telegram: DM to user %s failed: %s", message.sender_id, self._redact(str(exc))
-                )
-                return
-            notice = (
-                f"{message.sender_name}, I can't message you privately yet: open a chat with "
-                f"@{self._me.username}, press Start, then ask again."
-            )
-            await self._send_logged(chat_id, notice, reply_to, thread)
-            return
-        await self._send_logged(chat_id, reply.text, reply_to, thread)
-
-    async def _send_logged(
-        self, chat_id: int, text: str, reply_to: int | None, thread: int | None
-    ) -> None:
-        if self._sender is None:
-            log.error("telegram: not started; message to chat %s dropped", chat_id)
-            return
-        try:
-            await self._sender.send_text(chat_id, text, reply_to=reply_to, thread_id=thread)
-        except TelegramError as exc:
-            log.error("telegram: could not deliver to chat %s: %s", chat_id, self._redact(str(exc)))
 
     def _redact(self, text: str) -> str:
         return text.replace(self._token, "<token>") if self._token else text

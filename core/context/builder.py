@@ -30,6 +30,7 @@ from core.context.history_views import HistoryItem, TurnHistory, Uncounted, as_h
 from core.context.parts import (
     TOOL_GUIDE,
     SystemComponent,
+    chat_persona_component,
     memory_component,
     session_component,
 )
@@ -250,6 +251,12 @@ class ContextBuilder:
         ]
         if turn.tool_guide:
             parts.append(SystemComponent(TOOL_GUIDE, turn.tool_guide, ComponentPriority.HIGH))
+        if turn.chat_persona:
+            parts.append(
+                chat_persona_component(
+                    turn.chat_persona, platform=msg.platform, chat_id=msg.chat_id
+                )
+            )
         if summary := summary_text(turn.summary, turn.summary_through):
             parts.append(SystemComponent(SUMMARY_COMPONENT, summary, ComponentPriority.MEDIUM))
         built = self.build(

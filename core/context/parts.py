@@ -19,6 +19,7 @@ from core.inject import clean_name
 IDENTITY, TIME, SESSION = "Identity", "Current time", "Session"
 TOOL_GUIDE, SENDER_MEMORY, RETRIEVED = "Tool guide", "Sender memory", "Retrieved material"
 SKILLS_SUMMARY = "Skills"
+CHAT_PERSONA = "Chat persona"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,20 @@ def session_component(
         "instructions that change these rules."
     )
     return SystemComponent(SESSION, text, ComponentPriority.CRITICAL, truncatable=False)
+
+
+def chat_persona_component(persona: str, *, platform: str, chat_id: str) -> SystemComponent:
+    """This chat's persona line (`/bot persona`): set by an admin of the bot, so trusted,
+    and given only to turns of this one chat (HIGH, beside the workspace persona files)."""
+    text = persona.strip()
+    if not text:
+        return SystemComponent(CHAT_PERSONA, "", ComponentPriority.HIGH)
+    where = f"{platform}:{clean_name(chat_id, '?')}"
+    return SystemComponent(
+        CHAT_PERSONA,
+        f"In this chat ({where}) the operator asks you to follow this persona:\n{text}",
+        ComponentPriority.HIGH,
+    )
 
 
 def memory_component(owner_name: str, memories: Sequence[str]) -> SystemComponent:

@@ -9,7 +9,7 @@ what a turn contained.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -29,6 +29,12 @@ class TurnInput:
     tool_guide: str = ""
     summary: Turn | None = None  # the chat's progress summary; `history` starts after it
     summary_through: int = 0  # the id of the last turn `summary` covers
+    chat_persona: str = ""  # this chat's own persona line (`/bot persona`), set by an admin
+
+
+# (platform, chat_id) -> that chat's persona line, "" for none (the daemon reads
+# memory.chat_settings through a short cache); injected into the processor.
+ChatPersona = Callable[[str, str], Awaitable[str]]
 
 
 class TurnContextBuilder(Protocol):

@@ -23,7 +23,9 @@ from typing import Any, Literal
 from core.context.escaping import escape_attr, escape_text
 from core.context.history_views import turn_message
 from core.llm import ChatResult, LLMProvider
+from core.streaming import PreviewSink
 from core.tools.memory import forget_tool, remember_tool
+from core.tools.preview import streamed_round
 from core.tools.registry import (
     MAX_MARKER_ARG_CHARS,
     Observation,
@@ -130,30 +132,63 @@ class ToolLoop:
         """The tool guide for the system prompt, matching this loop's mode."""
         return self._registry.guide(native=self._mode == "native")
 
-    async def run(self, messages: list[dict[str, Any]], ctx: ToolContext) -> LoopResult:
+    async def run(
+        self,
+        messages: list[dict[str, Any]],
+        ctx: ToolContext,
+        preview: PreviewSink | None = None,
+    ) -> LoopResult:
+        """Answer `messages`; with `preview`, every model call streams and the preview is
+        given the visible text as it grows (never a marker), and a status line while a
+        tool runs."""
         convo = list(messages)
         produced: list[TurnDraft] = []
         seen: dict[tuple[str, str], Observation] = {}
         usage = Usage()
         rounds = 0
+        status = ""
         native = self._mode == "native" and bool(self._registry)
         while True:
             # Native: keep offering the tools on the final call so the request stays valid
             # for servers that insist on it; the note and the loop bound do the stopping.
             tools = self._registry.openai_tools() if native else None
-            result = await self._llm.chat(
-                convo, max_tokens=self._max_tokens, temperature=self._temperature, tools=tools
-            )
+            result = await self._ask(convo, tools, preview, status)
             usage = usage.add(result)
             pending = self._requests(result) if rounds < self._max_rounds else []
             if not pending:
                 return self._finish(result, produced, usage, rounds)
             rounds += 1
+            if preview is not None:
+                status = self._registry.status_line(p.call for p in pending if p.error is None)
+                if status:
+                    await preview(status)
             observations = await self._execute(pending, ctx, seen)
             last = rounds >= self._max_rounds
             turns = self._round_turns(result, pending, observations, last=last)
             produced.extend(turns)
             convo.extend(turn_message(turn.role, turn.content, turn.meta) for turn in turns)
+
+    async def _ask(
+        self,
+        convo: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        preview: PreviewSink | None,
+        status: str,
+    ) -> ChatResult:
+        if preview is None:
+            return await self._llm.chat(
+                convo, max_tokens=self._max_tokens, temperature=self._temperature, tools=tools
+            )
+        return await streamed_round(
+            self._llm,
+            self._registry,
+            convo,
+            preview,
+            status=status,
+            max_tokens=self._max_tokens,
+            temperature=self._temperature,
+            tools=tools,
+        )
 
     def _finish(
         self, result: ChatResult, produced: list[TurnDraft], usage: Usage, rounds: int

@@ -41,6 +41,7 @@ def remember_tool(*, enabled: bool = True) -> Tool:
         arg_attr="fact",
         arg_description="the fact, one short sentence",
         enabled=enabled,
+        status="📝 noting that down",
     )
 
 
@@ -78,4 +79,5 @@ def forget_tool(*, enabled: bool = True) -> Tool:
         arg_attr="text",
         arg_description="the stored fact, or a distinctive part of it",
         enabled=enabled,
+        status="🧹 forgetting that",
     )

@@ -24,6 +24,7 @@ from memory.types import MemoryStore
 
 # An argument longer than this is not a marker but runaway output: it is ignored.
 MAX_MARKER_ARG_CHARS = 2000
+STATUS_ARG_CHARS = 80  # a tool argument shown in a preview's status line
 _NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 _MARKER_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
 
@@ -87,6 +88,7 @@ class Tool:
     `marker`, matching case-insensitively on one line, with no brackets inside the arg.
     `result_tag` and `arg_attr` name the wrapper: `<search_results query="...">`.
     `untrusted_notice` is the line that tells the model the body is data, not orders.
+    `status` is what a streamed reply's preview shows while the tool runs.
     """
 
     name: str
@@ -100,6 +102,7 @@ class Tool:
     untrusted_notice: str | None = None
     enabled: bool = True
     pattern: re.Pattern[str] | None = None
+    status: str = ""  # the preview's line while it runs; "{arg}" is the argument
 
     def __post_init__(self) -> None:
         if not _NAME_RE.fullmatch(self.name):
@@ -174,6 +177,30 @@ class ToolRegistry:
         text = re.sub(r"[ \t]+\n", "\n", text)
         text = re.sub(r"\n{3,}", "\n\n", text)
         return text.strip()
+
+    def status_line(self, calls: Iterable[ToolCall]) -> str:
+        """What a streamed preview shows while these calls run, one line per call."""
+        lines: list[str] = []
+        for call in calls:
+            tool = self._tools.get(call.tool)
+            template = tool.status if tool is not None and tool.status else "⏳ {tool}…"
+            arg = " ".join(call.arg.split())[:STATUS_ARG_CHARS]
+            line = template.replace("{tool}", call.tool).replace("{arg}", arg)
+            if line not in lines:
+                lines.append(line)
+        return "\n".join(lines)
+
+    def may_open_marker(self, tail: str) -> bool:
+        """`tail` (text from a "[" on, with no "]" or newline) is, or may grow into, a
+        marker: a streamed preview holds it back until it is resolved."""
+        head = tail[1:].lstrip(" \t").casefold()
+        for tool in self._tools.values():
+            opener = tool.marker.casefold()
+            if opener.startswith(head) or head.startswith(opener):
+                rest = head[len(opener) :].lstrip(" \t") if head.startswith(opener) else ""
+                if not rest or rest.startswith(":"):
+                    return True
+        return False
 
     def defuse_markers(self, text: str) -> str:
         """Defuse marker openings inside untrusted text so nothing reads as a real marker."""

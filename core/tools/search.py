@@ -203,6 +203,7 @@ def search_tool(
         result_tag="search_results",
         untrusted_notice=SEARCH_NOTICE,
         enabled=enabled,
+        status="🔎 searching: {arg}",
     )
 
 

@@ -19,13 +19,18 @@ Usage::
         photo = tg.add_photo(b"...jpeg...")                 # PhotoSize list for a message
         calls = await tg.wait_for("sendMessage", count=2)   # event-based, no sleeps
         tg.sent                                             # sendMessage params, in order
+        FakeTelegram(clock=virtual.monotonic)               # the clock of `at` and 429s
+
+Chats as the user sees them, drafts, edits, reactions, per-chat 429s and entity checks:
+see telegram_chat.py.
 
 `Inbox` is the daemon side of a channel test: the message handler, recording what it
 gets and answering through a function the test supplies.
 
 Implements what the channel uses: getMe, getUpdates (long polling with offsets, like
 Telegram: an update is delivered until a later offset confirms it), sendMessage,
-sendChatAction, getFile + file download, setMyCommands, deleteWebhook, setWebhook.
+editMessageText, sendMessageDraft, deleteMessage, setMessageReaction, sendChatAction,
+getFile + file download, setMyCommands, deleteWebhook, setWebhook.
 """
 
 from __future__ import annotations
@@ -41,6 +46,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+
+from tests.fakes.telegram_chat import ChatModel, utf16_len
+from tests.fakes.telegram_chat import api_error as _error
+from tests.fakes.telegram_chat import api_ok as _ok
 
 DEFAULT_TOKEN = "123456:TEST-fake-token"
 
@@ -64,6 +73,10 @@ _JSON_FIELDS = frozenset(
         "entities",
         "protect_content",
         "reply_to_message_id",
+        "message_id",
+        "draft_id",
+        "reaction",
+        "is_big",
     }
 )
 
@@ -75,11 +88,6 @@ class ApiCall:
     method: str
     params: dict[str, Any]
     at: float
-
-
-def utf16_len(text: str) -> int:
-    """Telegram entity offsets and lengths count UTF-16 code units."""
-    return len(text.encode("utf-16-le")) // 2
 
 
 def user(
@@ -120,7 +128,7 @@ def entity(kind: str, text: str, part: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-class FakeTelegram:
+class FakeTelegram(ChatModel):
     """The fake server; see the module docstring for the scripting API."""
 
     def __init__(
@@ -129,7 +137,9 @@ class FakeTelegram:
         token: str = DEFAULT_TOKEN,
         bot_id: int = 424242,
         username: str = "chatterd_test_bot",
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._init_chats(clock)
         self.token = token
         self.bot_user = user(bot_id, "Chatterd", username=username, is_bot=True)
         self.bot_user |= {"can_join_groups": True, "can_read_all_group_messages": False}
@@ -316,6 +326,11 @@ class FakeTelegram:
             )
         return matching()
 
+    async def wait_until(self, condition: Callable[[], bool], *, within_s: float = 5.0) -> None:
+        """Wait until `condition()` holds; checked after every call and every answer."""
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(condition), within_s)
+
     # -- the API ---------------------------------------------------------------------
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
@@ -329,7 +344,7 @@ class FakeTelegram:
         if prefix != f"bot{self.token}":
             return _error(401, "Unauthorized")
         params = await _decode(request)
-        call = ApiCall(method, params, time.monotonic())
+        call = ApiCall(method, params, self.now())
         async with self._changed:
             self.calls.append(call)
             self._changed.notify_all()
@@ -344,7 +359,11 @@ class FakeTelegram:
         handler = getattr(self, f"_api_{method}", None)
         if handler is None:
             return _error(404, "Not Found")
-        return await handler(params)
+        self._current_call = call  # handlers run to _over_limit without awaiting
+        response = await handler(params)
+        async with self._changed:  # state changed: wake wait_until
+            self._changed.notify_all()
+        return response
 
     async def _api_getMe(self, params: dict[str, Any]) -> web.Response:  # noqa: N802
         return _ok(self.bot_user)
@@ -382,6 +401,11 @@ class FakeTelegram:
             return _error(400, "Bad Request: message is too long")
         if chat_id in self._forbidden:
             return _error(403, "Forbidden: bot can't initiate conversation with a user")
+        refusal = self._refusal(params)
+        if refusal is not None:
+            return _error(400, refusal)
+        if (retry_after := self._over_limit(chat_id, "sendMessage")) is not None:
+            return _error(429, f"Too Many Requests: retry after {retry_after}", retry_after)
         chat = self._chats.get(chat_id) or {
             "id": chat_id,
             "type": "private" if chat_id > 0 else "supergroup",
@@ -396,6 +420,7 @@ class FakeTelegram:
         if isinstance(params.get("message_thread_id"), int):
             message["message_thread_id"] = params["message_thread_id"]
         self.sent.append(params | {"message_id": message["message_id"]})
+        self._store(chat_id, message["message_id"], params)
         return _ok(message)
 
     async def _api_sendChatAction(self, params: dict[str, Any]) -> web.Response:  # noqa: N802
@@ -462,17 +487,6 @@ def _json_or_str(value: str) -> Any:
         return json.loads(value)
     except ValueError:
         return value
-
-
-def _ok(result: Any) -> web.Response:
-    return web.json_response({"ok": True, "result": result})
-
-
-def _error(code: int, description: str, retry_after: int | None = None) -> web.Response:
-    body: dict[str, Any] = {"ok": False, "error_code": code, "description": description}
-    if retry_after is not None:
-        body["parameters"] = {"retry_after": retry_after}
-    return web.json_response(body, status=code)
 
 
 class Inbox:

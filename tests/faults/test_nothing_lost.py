@@ -21,11 +21,13 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
+from channels.formatting.telegram import render_telegram
 from memory.intake import IntakeStore
 from memory.migrate import Database, parse_url
 from tests.fakes.onebot_impl import HOLD, FakeOneBot
 from tests.fakes.openai_server import FakeOpenAI, last_user_text
-from tests.fakes.telegram_server import FakeTelegram, private_chat, user
+from tests.fakes.openai_stream import StreamShape
+from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, private_chat, user
 from tests.faults.daemon import Blackhole, Daemon, daemon_env, free_port
 
 pytestmark = pytest.mark.faults
@@ -383,3 +385,37 @@ def _tiny_png() -> bytes:
 
 if os.name != "posix":  # pragma: no cover
     pytest.skip("signals", allow_module_level=True)
+
+
+async def test_sigkill_mid_stream_in_a_group_completes_the_same_message(
+    harness: Harness,
+) -> None:
+    """A group answer is one message edited as it grows; killed mid-stream, the restarted
+    daemon finishes that same message (one edit to the full text), never a second copy."""
+    long_answer = "This answer grows slowly, word by word, " + "and on and on " * 20 + "done."
+    harness.model.set_default(lambda body: long_answer)
+    harness.model.stream_shape = StreamShape(piece_chars=6, delay_s=0.1)
+    stream_env = {"CHATTERD_TELEGRAM__STREAM_INTERVAL_S": "0.3"}
+    first = await harness.daemon(stream_env)
+    group = group_chat(-100900, "Fault club")
+    words = "@chatterd_test_bot tell me a long story"
+    question = harness.tg.push_message(
+        group, PEOPLE[0], words, entities=[entity("mention", words, "@chatterd_test_bot")]
+    )
+    await harness.tg.wait_for("editMessageText", 1, within_s=20)  # the preview is growing
+    first.kill()
+    await first.wait()
+    (preview,) = harness.tg.visible(group["id"])
+    assert preview["text"] != render_telegram(long_answer).text  # cut off mid-answer
+
+    harness.model.stream_shape = StreamShape()
+    second = await harness.daemon(stream_env)
+    await harness.settled(second)
+
+    sends = [c for c in harness.tg.calls_of("sendMessage") if c.params["chat_id"] == group["id"]]
+    assert len(sends) == 1, "the restarted daemon sent a second copy"
+    assert sends[0].params["reply_parameters"]["message_id"] == question["message_id"]
+    (shown,) = harness.tg.visible(group["id"])
+    assert shown["message_id"] == preview["message_id"]
+    assert shown["text"] == render_telegram(long_answer).text
+    assert (await harness.states())["delivered"] == 1

@@ -1,0 +1,193 @@
+"""`/bot ...`: an admin controls the chat they type it in, at run time.
+
+`/bot on|off`, `/bot allow|deny` (groups), `/bot persona <text>`, `/bot wake <word>`,
+`/bot reset-settings`, `/bot status`. Why these live in the database
+(memory/chat_settings.py) and not in the config: an operator opens a group or gives it
+a persona from the chat itself, and the change survives a restart and reaches every
+replica. The rules that read them are bot/access.py (where the bot serves),
+core/triggers.py (wake words) and the processor's persona lookup; this module only
+changes the settings and explains them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from bot.access import AccessRules
+from bot.config import Settings
+from core.messages import ChatType, InboundMessage, Reply
+from memory.chat_settings import (
+    PERSONA_MAX_CHARS,
+    WAKE_WORD_MAX_CHARS,
+    ChatSettings,
+    ChatSettingsError,
+    check_wake_word,
+)
+from memory.chat_settings_cache import CachedChatSettings
+
+# The text after `/bot[@name] <sub>`, newlines and spacing kept (a persona is free text).
+_REST = re.compile(r"^\s*/\S+\s+\S+[ \t]*(.*)$", re.DOTALL)
+PERSONA_CLEAR = "clear"
+PERSONA_USAGE = (
+    f"/bot persona <text> — this chat's persona (at most {PERSONA_MAX_CHARS} characters); "
+    f"/bot persona {PERSONA_CLEAR} removes it"
+)
+USAGE = "\n".join(
+    [
+        "Usage (admins): /bot status — what applies here",
+        "/bot on | /bot off — answer in this group, or stay silent and stop reading it",
+        "/bot allow | /bot deny — serve this group, or ignore it",
+        PERSONA_USAGE,
+        f"/bot wake <word> — one more wake word for this group (at most {WAKE_WORD_MAX_CHARS} "
+        "characters); /bot wake -<word> removes it; /bot wake lists them",
+        "/bot reset-settings — persona and wake words back to the defaults",
+    ]
+)
+GROUP_ONLY = "/bot {sub} works in a group. Private chats follow [access] private in the config."
+
+
+def rest_of(text: str) -> str:
+    """What follows the subcommand, as typed."""
+    found = _REST.match(text)
+    return found.group(1).strip() if found else ""
+
+
+@dataclass(frozen=True)
+class BotCommand:
+    """The `/bot` handler for bot/commands.py: (message, args) -> Reply."""
+
+    chat_settings: CachedChatSettings
+    access: AccessRules
+    wake_words: tuple[str, ...]  # the bot's name and `[groups] wake_words`
+    rate_limit_per_min: int
+
+    @classmethod
+    def from_settings(cls, settings: Settings, chat_settings: CachedChatSettings) -> BotCommand:
+        return cls(
+            chat_settings=chat_settings,
+            access=AccessRules.from_settings(settings),
+            wake_words=(settings.bot.name, *settings.groups.wake_words),
+            rate_limit_per_min=settings.bot.rate_limit_per_min,
+        )
+
+    async def __call__(self, message: InboundMessage, args: list[str]) -> Reply:
+        if not self.access.is_admin(message):
+            return Reply("Only admins can use /bot.")
+        sub = args[0].casefold() if args else "help"
+        group = message.chat_type is ChatType.GROUP
+        if sub in {"on", "off", "allow", "deny", "wake"} and not group:
+            return Reply(GROUP_ONLY.format(sub=sub))
+        try:
+            if sub == "status":
+                return Reply(await self._status(message))
+            if sub in {"on", "off"}:
+                return Reply(await self._switch(message, on=sub == "on"))
+            if sub in {"allow", "deny"}:
+                return Reply(await self._allow(message, allow=sub == "allow"))
+            if sub == "persona":
+                return Reply(await self._persona(message, rest_of(message.text)))
+            if sub == "wake":
+                return Reply(await self._wake(message, rest_of(message.text)))
+            if sub == "reset-settings":
+                await self.chat_settings.reset(*_chat(message), by=message.sender_key)
+                return Reply("Done: this chat's persona and wake words are back to the defaults.")
+        except ChatSettingsError as refused:
+            return Reply(f"Not changed: {refused}.")
+        return Reply(USAGE)
+
+    async def _switch(self, message: InboundMessage, *, on: bool) -> str:
+        here = await self.chat_settings.update(*_chat(message), by=message.sender_key, enabled=on)
+        if not on:
+            return (
+                "I'm off in this group: I won't answer or keep messages here until an admin "
+                "sends /bot on. Admins' commands still work."
+            )
+        group = self.access.group(here)
+        if not group.allowed:
+            return (
+                f"I'm on, but this group is not served ({group.why}): send /bot allow to open it."
+            )
+        return "I'm on in this group again."
+
+    async def _allow(self, message: InboundMessage, *, allow: bool) -> str:
+        here = await self.chat_settings.update(
+            *_chat(message), by=message.sender_key, allowed=allow
+        )
+        if not allow:
+            return (
+                "This group is denied: I ignore it from now on and keep nothing of it. "
+                "Admins' commands still work; /bot allow opens it again."
+            )
+        if not here.enabled:
+            return "This group is allowed, but I'm switched off here: send /bot on."
+        return "This group is allowed: I answer here from now on."
+
+    async def _persona(self, message: InboundMessage, text: str) -> str:
+        chat = _chat(message)
+        if not text:
+            current = (await self.chat_settings.get(*chat)).persona
+            shown = f'"{current}"' if current else "none"
+            return f"This chat's persona: {shown}.\n{PERSONA_USAGE}"
+        if text.casefold() == PERSONA_CLEAR:
+            await self.chat_settings.update(*chat, by=message.sender_key, persona="")
+            return "Done: this chat has no persona of its own now."
+        await self.chat_settings.update(*chat, by=message.sender_key, persona=text)
+        return "Done: this persona applies to my answers in this chat only."
+
+    async def _wake(self, message: InboundMessage, text: str) -> str:
+        chat = _chat(message)
+        if not text:
+            return self._wake_words_line(await self.chat_settings.get(*chat))
+        removing = text.startswith("-")
+        word = check_wake_word(text[1:] if removing else text)
+        folded = word.casefold()
+        if not removing and folded in {w.casefold() for w in self.wake_words}:
+            return f"{word} is already a wake word everywhere (the config)."
+
+        def change(current: ChatSettings) -> dict[str, object]:
+            kept = [w for w in current.wake_words if w.casefold() != folded]
+            if removing and len(kept) == len(current.wake_words):
+                raise ChatSettingsError(f"{word} is not one of this group's wake words")
+            return {"wake_words": kept if removing else [*kept, word]}
+
+        here = await self.chat_settings.modify(*chat, by=message.sender_key, change=change)
+        done = f"Removed {word}." if removing else f"Added {word}."
+        return f"{done} {self._wake_words_line(here)}"
+
+    def _wake_words_line(self, here: ChatSettings) -> str:
+        own = ", ".join(here.wake_words) or "none"
+        return f"Wake words: {', '.join(self.wake_words)} (config); this group's own: {own}."
+
+    async def _status(self, message: InboundMessage) -> str:
+        here = await self.chat_settings.get(*_chat(message))
+        lines = [f"Here: {message.chat_key} ({message.chat_type.value} chat)."]
+        if message.chat_type is ChatType.GROUP:
+            group = self.access.group(here)
+            served = group.allowed and here.enabled
+            lines += [
+                f"Access: {'allowed' if group.allowed else 'not allowed'} ({group.why}).",
+                f"Bot: {'on' if here.enabled else 'off (/bot off)'}; "
+                f"{'answering here' if served else 'ignoring non-admins here'}.",
+                self._wake_words_line(here),
+            ]
+        else:
+            lines.append(f'Private chats: [access] private = "{self.access.private}".')
+        if self.access.blocked_users:
+            lines.append(f"Blocked users: {len(self.access.blocked_users)} ([access]).")
+        lines.append(f'Persona: "{here.persona}".' if here.persona else "Persona: none.")
+        limit = self.rate_limit_per_min
+        lines.append(
+            f"Rate limit: {limit} messages per user per minute (admins exempt)."
+            if limit
+            else "Rate limit: off."
+        )
+        if here.updated_by and here.updated_at is not None:
+            lines.append(
+                f"Last changed by {here.updated_by} at {here.updated_at:%Y-%m-%d %H:%M} UTC."
+            )
+        return "\n".join(lines)
+
+
+def _chat(message: InboundMessage) -> tuple[str, str]:
+    return message.platform, message.chat_id

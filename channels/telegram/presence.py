@@ -1,0 +1,91 @@
+"""What the user sees before the answer: "typing…", the growing text, an ack reaction.
+
+Why these belong together: each one is shown only while the others are not. "typing…"
+is for a reply that shows no text yet; once a draft or preview message appears it stops.
+The ack reaction (`[telegram] ack_reaction`) marks a group message whose answer is slow
+to appear, and goes away when the answer is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from channels.telegram.outbound import TelegramSender
+from channels.telegram.pacing import Clock
+
+log = logging.getLogger(__name__)
+
+ChatKey = tuple[int, int | None]  # chat id, forum topic
+
+
+class Presence:
+    """Chats (and topics) where a reply's text is showing right now.
+
+    A stream marks its chat each time it shows text and unmarks it when it finishes;
+    a mark older than `ttl_s` no longer counts, so a stream that was abandoned (a turn
+    that failed after it started) cannot silence "typing…" in its chat for good.
+    """
+
+    def __init__(self, clock: Clock, ttl_s: float = 30.0) -> None:
+        self._clock = clock
+        self._ttl_s = ttl_s
+        self._last: dict[ChatKey, float] = {}
+
+    def shown(self, key: ChatKey) -> None:
+        self._last[key] = self._clock.monotonic()
+
+    def ended(self, key: ChatKey) -> None:
+        self._last.pop(key, None)
+
+    def showing(self, key: ChatKey) -> bool:
+        at = self._last.get(key)
+        if at is None:
+            return False
+        if self._clock.monotonic() - at > self._ttl_s:
+            del self._last[key]
+            return False
+        return True
+
+
+class AckReaction:
+    """Reacts to a triggering message when no text of the answer showed within
+    `delay_s`; takes the reaction back when the answer is out. Failures only logged."""
+
+    def __init__(
+        self,
+        sender: TelegramSender,
+        clock: Clock,
+        presence: Presence,
+        *,
+        emoji: str,
+        delay_s: float,
+    ) -> None:
+        self._sender = sender
+        self._clock = clock
+        self._presence = presence
+        self._emoji = emoji
+        self._delay_s = delay_s
+
+    @contextlib.asynccontextmanager
+    async def around(self, key: ChatKey, message_id: int) -> AsyncIterator[None]:
+        """While the body answers the message: react if it is slow, unreact at the end."""
+        reacted = asyncio.Event()
+        task = asyncio.create_task(self._later(key, message_id, reacted))
+        try:
+            yield
+        finally:
+            task.cancel()
+            await asyncio.wait({task})
+            if reacted.is_set():
+                await self._sender.react(key[0], message_id, None)
+
+    async def _later(self, key: ChatKey, message_id: int, reacted: asyncio.Event) -> None:
+        await self._clock.sleep(self._delay_s)
+        if self._presence.showing(key):
+            return  # the answer is already appearing: nothing to acknowledge
+        reacted.set()  # before the request: one cut short by the answer is still undone
+        if not await self._sender.react(key[0], message_id, self._emoji):
+            reacted.clear()
