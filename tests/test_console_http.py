@@ -373,3 +373,21 @@ async def test_an_unknown_chat_or_page_is_a_plain_404_that_is_not_cached(
         ) as unknown:
             assert unknown.status == 404
             assert "There is no chat telegram:never-seen" in await unknown.text()
+
+
+async def test_switching_a_group_off_in_the_console_silences_it_at_once(
+    daemon: Running, model: FakeOpenAI
+) -> None:
+    body = {"user_id": "u7", "chat_id": "g7", "chat_type": "group", "text": "hi",
+            "mentions_bot": True}  # fmt: skip
+    async with client() as session:
+        async with session.post(f"{daemon.base}/v1/chat", json=body) as first:
+            assert (await first.json())["reply"] == "fine, thanks"
+        token = await sign_in(session, daemon.base)
+        off = {**q("http", "g7"), "csrf": token, "action": "save", "allowed": "config"}
+        async with session.post(f"{daemon.base}/console/chat/settings", data=off) as saved:
+            assert "Settings saved." in await saved.text()
+        asked = len(model.requests)
+        async with session.post(f"{daemon.base}/v1/chat", json={**body, "text": "again"}) as r:
+            assert (await r.json())["reply"] is None  # /bot off: silent, no model call
+        assert len(model.requests) == asked
