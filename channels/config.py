@@ -81,6 +81,8 @@ class OnebotConfig(Section):
     access_token: SecretStr | None = None
     url: str | None = None
     allow_private_media_hosts: list[str] = []
+    forward_over_chars: int = Field(1500, ge=0)  # longer replies: one merged-forward message
+    send_interval_s: float = Field(1.0, ge=0.0, le=60.0)  # between two sends of one account
 
     @model_validator(mode="after")
     def _forward_needs_url(self) -> OnebotConfig:

@@ -473,6 +473,7 @@ async def test_qq_user_over_the_rate_limit_is_told_once_and_admins_are_exempt(
     caplog.set_level(logging.INFO, logger="bot.dispatcher")
     impl = FakeOneBot(self_id=QQ_SELF)
     onebot = {"enabled": True, "host": "127.0.0.1", "port": 0, "access_token": QQ_TOKEN}
+    onebot["send_interval_s"] = 0.0  # six replies: pacing is tested on a fake clock elsewhere
     admin = {"rate_limit_per_min": 2, "admins": ["qq:20009"]}
     settings = settings_for(tmp_path, database_url, chat, onebot=onebot, bot=admin)
     try:

@@ -10,8 +10,10 @@ import pytest
 
 from channels.config import OnebotConfig
 from channels.download import DownloadError, DownloadRefused
-from channels.onebot.channel import DM_REFUSED, OneBotChannel
+from channels.onebot.channel import OneBotChannel
+from channels.onebot.outbound import DM_REFUSED
 from core.messages import ChatType, Reply
+from tests.fakes.manual_clock import ManualClock
 from tests.fakes.onebot_impl import (
     PNG,
     ActionRefused,
@@ -33,22 +35,24 @@ class Rig:
     impl: FakeOneBot
     link: FakeLink
     handler: Recorder
+    clock: ManualClock
 
 
-async def start_rig(allow: list[str] | None = None) -> Rig:
+async def start_rig(allow: list[str] | None = None, *, forward: str = "ok") -> Rig:
     config = OnebotConfig(
         enabled=True,
         host="127.0.0.1",
         path="/onebot/v11/ws",
         allow_private_media_hosts=allow or [],
     ).model_copy(update={"port": 0})  # the OS picks a free port
-    channel = OneBotChannel(config, image_max_bytes=1 << 20, action_timeout_s=2.0)
+    clock = ManualClock(auto=True)  # sends are paced on this clock: no real waiting
+    channel = OneBotChannel(config, image_max_bytes=1 << 20, action_timeout_s=2.0, clock=clock)
     handler = Recorder()
     await channel.start(handler)
-    impl = FakeOneBot(self_id=SELF)
+    impl = FakeOneBot(self_id=SELF, forward=forward, clock=clock.monotonic)
     link = await impl.connect_reverse(f"ws://127.0.0.1:{channel.listen_port}/onebot/v11/ws")
     await link.next_action("get_login_info")
-    return Rig(channel, impl, link, handler)
+    return Rig(channel, impl, link, handler, clock)
 
 
 @pytest.fixture
@@ -130,17 +134,22 @@ async def test_private_reply_has_no_reply_segment(rig: Rig) -> None:
     }
 
 
-async def test_long_reply_is_split_and_only_first_part_replies(rig: Rig) -> None:
-    paragraph = ("word " * 199 + "end.").strip()  # ~1000 chars
-    rig.handler.reply = lambda m: Reply("\n\n".join([paragraph] * 10))
-    await rig.link.send_event(rig.impl.group_message("long please"))
-    await eventually(lambda: len(rig.impl.sent) >= 3)
-    parts = [s["params"]["message"] for s in rig.impl.sent]
-    assert parts[0][0]["type"] == "reply"
-    assert all(p[0]["type"] == "text" for p in parts[1:])
-    texts = [p[-1]["data"]["text"] for p in parts]
-    assert all(len(t) <= 4500 for t in texts)
-    assert "\n\n".join(texts) == "\n\n".join([paragraph] * 10)
+async def test_long_reply_without_forward_is_split_and_only_first_part_replies() -> None:
+    r = await start_rig(forward="missing")
+    try:
+        paragraph = ("word " * 199 + "end.").strip()  # ~1000 chars
+        r.handler.reply = lambda m: Reply("\n\n".join([paragraph] * 10))
+        await r.link.send_event(r.impl.group_message("long please"))
+        await eventually(lambda: len(r.impl.sent) >= 3)
+        parts = [s["params"]["message"] for s in r.impl.sent]
+        assert parts[0][0]["type"] == "reply"
+        assert all(p[0]["type"] == "text" for p in parts[1:])
+        texts = [p[-1]["data"]["text"] for p in parts]
+        assert all(len(t) <= 4500 for t in texts)
+        assert "\n\n".join(texts) == "\n\n".join([paragraph] * 10)
+    finally:
+        await r.channel.stop()
+        await r.impl.close()
 
 
 async def test_private_reply_from_group_goes_to_dm(rig: Rig) -> None:

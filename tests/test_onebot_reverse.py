@@ -12,6 +12,7 @@ from channels.config import OnebotConfig
 from channels.onebot.actions import ActionFailed, ConnectionLost
 from channels.onebot.channel import OneBotChannel
 from core.messages import DeliveryError, OutboundMessage
+from tests.fakes.manual_clock import ManualClock
 from tests.fakes.onebot_impl import HOLD, FakeOneBot, Recorder, eventually
 
 SELF = 10001
@@ -26,7 +27,8 @@ def config(token: str | None = TOKEN) -> OnebotConfig:
 
 @pytest.fixture
 async def channel() -> AsyncIterator[OneBotChannel]:
-    ch = OneBotChannel(config(), image_max_bytes=1024, action_timeout_s=5.0)
+    clock = ManualClock(auto=True)  # sends are paced on this clock: no real waiting
+    ch = OneBotChannel(config(), image_max_bytes=1024, action_timeout_s=5.0, clock=clock)
     await ch.start(Recorder())
     yield ch
     await ch.stop()

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from channels.formatting.cjk import use_cjk_emphasis
 from channels.formatting.layout import (
     BLOCKQUOTE,
     BOLD,
@@ -68,7 +69,7 @@ def new_parser() -> MarkdownIt:
     kept so the renderer, not the parser, decides what may become a clickable link.
     The nesting limit is raised so a deep list in a quote in a list keeps its text."""
     options = {"html": False, "linkify": False, "typographer": False, "maxNesting": _MAX_NESTING}
-    parser = MarkdownIt("commonmark", options)
+    parser = use_cjk_emphasis(MarkdownIt("commonmark", options))  # `**注意：**这是` is bold
     parser.enable(["table", "strikethrough"])
     parser.validateLink = _accept_any_link  # type: ignore[method-assign]
     return parser

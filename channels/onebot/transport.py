@@ -49,6 +49,10 @@ class OneBotConnection:
         self.last_seen = time.monotonic()
         self.heartbeat_interval_s: float | None = None
         self._grace = heartbeat_grace
+        self.nickname: str | None = None  # the account's, from get_login_info
+        # False once the implementation said it has no merged-forward send (asked once
+        # per connection: a reconnect may be a different or upgraded implementation).
+        self.forward_supported: bool | None = None
 
     @property
     def closed(self) -> bool:

@@ -95,19 +95,42 @@ class FakeLink:
             await self.closed.wait()
 
 
-class FakeOneBot:
-    """The implementation's state: account, answers to actions, messages it knows."""
+FORWARD_ACTIONS = ("send_group_forward_msg", "send_private_forward_msg")
+# How the fake answers the merged-forward actions:
+#   "ok"       sends them (NapCat, go-cqhttp, Lagrange);
+#   "missing"  has no such action: status failed, retcode 1404 (NapCat/go-cqhttp over WS);
+#   "named"    status failed, retcode 200, "不支持的Api <action>" (NapCat's HTTP server);
+#   "broken"   has the action but it fails this time (retcode 1200).
+ForwardMode = str
 
-    def __init__(self, self_id: int = 10001, nickname: str = "chatterbot") -> None:
+
+class FakeOneBot:
+    """The implementation's state: account, answers to actions, messages it knows.
+
+    `clock` stamps every sent message (`sent[i]["at"]`), so a test can read the pacing
+    on the same injected clock the channel waits on.
+    """
+
+    def __init__(
+        self,
+        self_id: int = 10001,
+        nickname: str = "chatterbot",
+        *,
+        forward: ForwardMode = "ok",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.self_id = self_id
         self.nickname = nickname
+        self.clock = clock
         self.responders: dict[str, Responder] = {
             "get_login_info": lambda p: {"user_id": self.self_id, "nickname": self.nickname},
             "send_group_msg": self._sent,
             "send_private_msg": self._sent,
             "get_msg": self._get_msg,
         }
-        self.sent: list[dict[str, Any]] = []  # {"action", "params", "message_id"}
+        self.set_forward(forward)
+        self.sent: list[dict[str, Any]] = []  # {"action", "params", "message_id", "at"}
+        self.refused: list[dict[str, Any]] = []  # actions answered "failed": {"action", "at"}
         self.known: dict[int, dict[str, Any]] = {}  # message_id -> message (for get_msg)
         self._ids = itertools.count(5000)
         self._session: aiohttp.ClientSession | None = None
@@ -115,14 +138,35 @@ class FakeOneBot:
 
     # -- actions ---------------------------------------------------------------------
 
+    def set_forward(self, mode: ForwardMode) -> None:
+        for action in FORWARD_ACTIONS:
+            self.responders.pop(action, None)
+            if mode == "ok":
+                self.responders[action] = self._forwarded
+            elif mode == "named":
+                self.responders[action] = _refuse(200, f"不支持的Api {action}")
+            elif mode == "broken":
+                self.responders[action] = _refuse(1200, "转发消息失败")
+            elif mode != "missing":
+                raise ValueError(f"unknown forward mode {mode!r}")
+
     def answer(self, frame: dict[str, Any]) -> dict[str, Any] | None:
         echo = frame.get("echo")
         responder = self.responders.get(frame.get("action", ""))
         if responder is None:
-            return {"status": "failed", "retcode": 1404, "data": None, "echo": echo}
+            self.refused.append({"action": frame.get("action"), "at": self.clock()})
+            return {
+                "status": "failed",
+                "retcode": 1404,
+                "data": None,
+                "message": "API不存在",
+                "wording": "API不存在",
+                "echo": echo,
+            }
         try:
             data = responder({**frame.get("params", {}), "_action": frame.get("action")})
         except ActionRefused as exc:
+            self.refused.append({"action": frame.get("action"), "at": self.clock()})
             return {
                 "status": "failed",
                 "retcode": exc.retcode,
@@ -138,15 +182,36 @@ class FakeOneBot:
     def _sent(self, params: dict[str, Any]) -> dict[str, Any]:
         message_id = next(self._ids)
         action = params.pop("_action")
-        self.sent.append({"action": action, "params": params, "message_id": message_id})
+        self.sent.append(
+            {"action": action, "params": params, "message_id": message_id, "at": self.clock()}
+        )
         self.known[message_id] = {"message_id": message_id, "sender": {"user_id": self.self_id}}
         return {"message_id": message_id}
+
+    def _forwarded(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A merged-forward send: refused, like NapCat, unless every item is a custom node
+        with content and a sender name (either spelling)."""
+        nodes = params.get("messages", params.get("message"))
+        if not isinstance(nodes, list) or not nodes:
+            raise ActionRefused(1400, "messages must be a non-empty list of nodes")
+        for node in nodes:
+            data = node.get("data") if isinstance(node, dict) else None
+            if node.get("type") != "node" or not isinstance(data, dict):
+                raise ActionRefused(1400, "转发消息不能和普通消息混在一起发送")
+            if not data.get("content") or not (data.get("name") or data.get("nickname")):
+                raise ActionRefused(1400, "node needs content and a name")
+        sent = self._sent(params)
+        return {**sent, "forward_id": f"fwd-{sent['message_id']}"}
 
     def _get_msg(self, params: dict[str, Any]) -> dict[str, Any]:
         found = self.known.get(int(params["message_id"]))
         if found is None:
             raise ActionRefused(1404, "message not found")
         return found
+
+    def texts(self) -> list[str]:
+        """The text of each sent message as the QQ user sees it (a forward: its nodes)."""
+        return [sent_text(entry) for entry in self.sent]
 
     async def wait_sent(self, count: int, limit_s: float = 3.0) -> list[dict[str, Any]]:
         """Poll (with a deadline) until chatterd has sent `count` messages."""
@@ -318,6 +383,28 @@ class ForwardServer:
     async def next_link(self, limit_s: float = 3.0) -> FakeLink:
         async with asyncio.timeout(limit_s):
             return await self.links.get()
+
+
+def _refuse(retcode: int, wording: str) -> Responder:
+    def refuse(params: dict[str, Any]) -> Any:
+        raise ActionRefused(retcode, wording)
+
+    return refuse
+
+
+def sent_text(entry: dict[str, Any]) -> str:
+    """The text segments of one sent message, joined; a forward's nodes with blank lines."""
+    params = entry["params"]
+    if entry["action"] in FORWARD_ACTIONS:
+        nodes = params.get("messages", params.get("message"))
+        return "\n\n".join(_segments_text(node["data"]["content"]) for node in nodes)
+    return _segments_text(params["message"])
+
+
+def _segments_text(segments: Any) -> str:
+    if isinstance(segments, str):
+        return segments
+    return "".join(seg["data"]["text"] for seg in segments if seg["type"] == "text")
 
 
 def _raw(message: Any) -> str:

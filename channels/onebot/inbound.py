@@ -1,0 +1,148 @@
+"""Frames in from a OneBot connection: meta events kept track of, messages handed to the
+daemon's handler with the facts the trigger policy needs.
+
+Every message event goes to the handler (which applies the trigger policy and the rate
+limit); this fills in mentions_bot, reply_to_bot (asking the implementation who wrote
+the quoted message when we have not seen it) and the sender's display name, and hands
+the handler's own reply (commands) to the outbound side.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from channels.base import MessageHandler
+from channels.download import DownloadError, SafeDownloader
+from channels.onebot.actions import OneBotError
+from channels.onebot.connections import ConnectionRegistry
+from channels.onebot.events import InvalidEvent, id_param, to_inbound, with_reply
+from channels.onebot.message import ParsedMessage
+from channels.onebot.outbound import Authors
+from channels.onebot.transport import OneBotConnection
+from core.messages import ImageRef, InboundMessage, Reply
+
+log = logging.getLogger(__name__)
+
+Deliver = Callable[[str, InboundMessage, Reply], Awaitable[None]]
+Spawn = Callable[[Coroutine[Any, Any, object]], None]
+
+
+class Inbound:
+    """Turns frames into handler calls; one per channel."""
+
+    def __init__(
+        self,
+        registry: ConnectionRegistry,
+        authors: Authors,
+        downloader: SafeDownloader,
+        *,
+        deliver: Deliver,
+        spawn: Spawn,
+        on_alive: Callable[[], None],
+        action_timeout_s: float,
+    ) -> None:
+        self._registry = registry
+        self._authors = authors
+        self._downloader = downloader
+        self._deliver = deliver
+        self._spawn = spawn
+        self._on_alive = on_alive
+        self._action_timeout_s = action_timeout_s
+        self.handler: MessageHandler | None = None
+
+    def on_frame(self, conn: OneBotConnection, frame: dict[str, Any]) -> None:
+        self._on_alive()
+        self_id = frame.get("self_id")
+        if self_id is not None and conn.self_id is None:
+            self._registry.adopt_self_id(conn, str(self_id))
+        post_type = frame.get("post_type")
+        if post_type == "meta_event":
+            self._on_meta(conn, frame)
+        elif post_type == "message":
+            draft = self._draft(conn, frame)
+            if draft is not None:
+                self._spawn(self._dispatch(conn, *draft))
+        elif post_type == "message_sent":
+            log.debug("onebot%s: own message echo ignored", conn.label)
+        else:
+            log.debug("onebot%s: %s event ignored", conn.label, post_type)
+
+    def _on_meta(self, conn: OneBotConnection, frame: dict[str, Any]) -> None:
+        kind = frame.get("meta_event_type")
+        if kind == "heartbeat":
+            interval = frame.get("interval")
+            if isinstance(interval, int | float) and interval > 0:
+                conn.heartbeat_interval_s = interval / 1000.0
+            status = frame.get("status")
+            if isinstance(status, dict) and status.get("online") is False:
+                log.warning("onebot%s: implementation reports the account offline", conn.label)
+        elif kind == "lifecycle":
+            log.info("onebot%s: lifecycle %s", conn.label, frame.get("sub_type"))
+
+    def _draft(
+        self, conn: OneBotConnection, frame: dict[str, Any]
+    ) -> tuple[InboundMessage, ParsedMessage] | None:
+        """Event -> InboundMessage (reply fields filled in later). None: not for us."""
+        try:
+            draft = to_inbound(frame, conn.self_id, self.image_ref)
+        except InvalidEvent as exc:
+            log.warning("onebot%s: message event ignored: %s", conn.label, exc)
+            return None
+        if draft is None:
+            return None  # our own message, reported back
+        message = draft[0]
+        if conn.self_id is not None:
+            if message.message_id is not None:
+                self._authors[(conn.self_id, message.message_id)] = message.sender_id
+            self._registry.note_route(message.chat_id, conn.self_id)
+        return draft
+
+    async def _dispatch(
+        self, conn: OneBotConnection, message: InboundMessage, parsed: ParsedMessage
+    ) -> None:
+        if parsed.reply_to is not None:
+            target = await self._reply_target(conn, parsed.reply_to)
+            message = with_reply(message, target, conn.self_id)
+        assert self.handler is not None
+        try:
+            reply = await self.handler(message)
+        except Exception:
+            log.exception("onebot%s: handler failed for message %s", conn.label, message.message_id)
+            return
+        if reply is not None and reply.text.strip():
+            await self._deliver(ConnectionRegistry.key_of(conn), message, reply)
+
+    async def _reply_target(self, conn: OneBotConnection, message_id: str) -> str | None:
+        """Who wrote the replied-to message: our cache first, then `get_msg`."""
+        if conn.self_id is not None:
+            known = self._authors.get((conn.self_id, message_id))
+            if known is not None:
+                return str(known)
+        try:
+            data = await conn.actions.call(
+                "get_msg",
+                {"message_id": id_param(message_id)},
+                timeout_s=min(self._action_timeout_s, 3.0),
+            )
+        except OneBotError as exc:
+            log.debug("onebot%s: get_msg %s failed: %s", conn.label, message_id, exc)
+            return None
+        if not isinstance(data, dict):
+            return None
+        sender = data.get("sender") if isinstance(data.get("sender"), dict) else {}
+        found = sender.get("user_id", data.get("user_id"))  # type: ignore[union-attr]
+        return str(found) if found is not None else None
+
+    def image_ref(self, url: str, file: str) -> ImageRef:
+        """A lazy image: fetched (size- and host-checked) only if the vision model needs it."""
+
+        async def fetch() -> bytes:
+            got = await self._downloader.fetch(url)
+            kind = (got.content_type or "").lower()
+            if kind and not kind.startswith("image/") and kind != "application/octet-stream":
+                raise DownloadError(f"not an image ({kind})")
+            return got.data
+
+        return ImageRef(fetch=fetch, name=file, locator=url)

@@ -1,0 +1,51 @@
+"""A clock for code that paces itself (a Clock with monotonic() and sleep()): time moves
+only when the test says so, so pacing is tested exactly and nothing really sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+
+
+class ManualClock:
+    """Monotonic time that moves only when a test says so: never a real sleep.
+
+    Manual (default): `sleep` waits until `advance` has moved the time past its end; a
+    test that advances only after the sends it expects have arrived reads exact times.
+    Auto: `sleep` moves the time to its end at once, so nothing waits. Times recorded
+    are exact only while each send is answered before the next one is queued (one
+    reply's pieces); sends queued together may be stamped after the clock moved on.
+    """
+
+    def __init__(self, start: float = 1000.0, *, auto: bool = False) -> None:
+        self.now = start
+        self.auto = auto
+        self.sleeps: list[float] = []  # every sleep asked for, in seconds
+        self._sleepers: list[tuple[float, asyncio.Future[None]]] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        until = self.now + max(seconds, 0.0)
+        if self.auto:
+            self.now = max(self.now, until)
+            await asyncio.sleep(0)
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (until, waiter)
+        self._sleepers.append(entry)
+        try:
+            await waiter
+        finally:
+            self._sleepers.remove(entry)
+
+    @property
+    def sleeping(self) -> int:
+        return len(self._sleepers)
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        for until, waiter in list(self._sleepers):
+            if until <= self.now and not waiter.done():
+                waiter.set_result(None)
