@@ -11,6 +11,7 @@ from typing import Any
 from bot.bot_command import BotCommand
 from bot.commands import Commands
 from bot.config import Settings
+from bot.console import Console, ConsoleDeps, RecentErrors
 from bot.dispatcher import Dispatcher
 from bot.errors import StartupError
 from bot.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
@@ -60,6 +61,7 @@ class App:
         self.channels: list[Channel] = []
         self.processor: MessageProcessor | None = None
         self.storage: SqlStorage | None = None
+        self.console: Console | None = None  # the web console, when it is served
         # Per-chat settings (/bot ...), cached for the message path; the console uses it too.
         self.chat_settings: CachedChatSettings | None = None
         self._deps = deps
@@ -157,11 +159,13 @@ class App:
             quota=quota,
         )
         deps = self._deps or default_console_deps(settings, self.health)
+        console = self._console()
         deps = replace(
             deps,
             health_source=self.health,
             extra_health=self.extra_health,
             policy=dispatcher.policy,
+            http_routes=(console.register,) if console is not None else (),
             addressed=dispatcher.addressed,
         )
         for spec in CHANNELS:
@@ -173,8 +177,47 @@ class App:
                 if channel.pushes:  # HTTP answers in its response: nothing to push to
                     self.routes.add(channel)
                 log.info("channel %s started", spec.name)
+                if console is not None and spec.name == "http":
+                    port = getattr(channel, "port", settings.http.port)
+                    log.info("web console at http://%s:%s/console", settings.http.host, port)
         recovery = asyncio.create_task(self.recovery.run(self._recovery_stop))
         self._stack.push_async_callback(self._stop_recovery, recovery)
+
+    def _console(self) -> Console | None:
+        """The operator's console on the HTTP server, when a password is set for it."""
+        web, http = self.settings.web, self.settings.http
+        if not web.enabled or self.mode != "run":
+            return None
+        if web.password is None:
+            log.info(
+                "web console is off: set [web] password (or CHATTERD_WEB__PASSWORD) to "
+                "serve it at http://%s:%d/console",
+                http.host,
+                http.port,
+            )
+            return None
+        if not http.enabled:
+            log.warning(
+                "web console is off: it is served by the HTTP server; set [http] enabled = true"
+            )
+            return None
+        assert self.storage is not None and self.processor is not None
+        assert self.chat_settings is not None
+        errors = RecentErrors()
+        root = logging.getLogger()
+        root.addHandler(errors)
+        self._stack.callback(root.removeHandler, errors)
+        deps = ConsoleDeps(
+            settings=self.settings,
+            storage=self.storage,
+            health=self.health,
+            extra_health=self.extra_health,
+            last_report=self.processor.last_report,
+            errors=errors,
+            chat_settings=self.chat_settings,
+        )
+        self.console = Console(deps, web.password.get_secret_value())
+        return self.console
 
     async def _stop_recovery(self, task: asyncio.Task[None]) -> None:
         self._recovery_stop.set()

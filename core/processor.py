@@ -427,6 +427,7 @@ class MessageProcessor:
             platform_message_id=message.message_id,
             meta=meta or {},
             created_at=message.timestamp,
+            chat_title=message.chat_title,
         )
 
     def _bot_turn(self, message: InboundMessage, draft: TurnDraft) -> NewTurn:
