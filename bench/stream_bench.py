@@ -21,7 +21,6 @@ import io
 import statistics
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -110,7 +109,8 @@ async def one_answer(
             final_text = finals[-1]
     await asyncio.sleep(0.3)  # let any stray call arrive before counting
     new = {m: app_tg.calls_of(m)[before[m] :] for m in METHODS}
-    shown = sorted(c.at for calls in new.values() for c in calls if c.params["chat_id"] == chat["id"])
+    here = [c for calls in new.values() for c in calls if c.params["chat_id"] == chat["id"]]
+    shown = sorted(c.at for c in here)
     first_sentence = piece_time(request_at, ANSWER.index(".") + 1)
     last_piece = piece_time(request_at, len(ANSWER) - 1)
     return Run(

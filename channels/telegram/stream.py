@@ -122,10 +122,11 @@ class TelegramStream:
         """Stop previewing; a call in flight completes first (so its result is known)."""
         self._closed = True
         async with self._lock:
-            worker = self._worker
-            if worker is not None and not worker.done():
-                worker.cancel()
-                await asyncio.wait({worker})
+            pass  # a call in flight completes first; the worker sees _closed after it
+        worker = self._worker
+        if worker is not None and not worker.done():
+            worker.cancel()  # never awaited under the lock: a worker that missed its
+            await asyncio.wait({worker})  # cancel may still want it, then sees _closed
 
     # -- the worker ------------------------------------------------------------------
 
