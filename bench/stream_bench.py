@@ -50,8 +50,7 @@ PIECE_DELAY_S = 0.05  # 240 characters a second, a fast hosted model
 ANSWER = (
     "Green tea comes from the leaves of Camellia sinensis. "
     + "It is steamed or pan-fired soon after picking, so the leaves do not oxidise, "
-    "which keeps the colour green and the taste fresh. "
-    * 4
+    "which keeps the colour green and the taste fresh. " * 4
     + "Brew it at about 80 °C for two minutes."
 )
 METHODS = ("sendMessageDraft", "sendMessage", "editMessageText")
@@ -110,9 +109,8 @@ async def one_answer(
             final_text = finals[-1]
     await asyncio.sleep(0.3)  # let any stray call arrive before counting
     new = {m: app_tg.calls_of(m)[before[m] :] for m in METHODS}
-    shown = sorted(
-        c.at for calls in new.values() for c in calls if c.params["chat_id"] == chat["id"]
-    )
+    here = [c for calls in new.values() for c in calls if c.params["chat_id"] == chat["id"]]
+    shown = sorted(c.at for c in here)
     first_sentence = piece_time(request_at, ANSWER.index(".") + 1)
     last_piece = piece_time(request_at, len(ANSWER) - 1)
     return Run(
@@ -158,7 +156,7 @@ def report(streamed: dict[str, list[Run]], plain: dict[str, list[Run]], rounds: 
         f"{PIECE_DELAY_S * 1000:.0f} ms ({seconds:.1f} s in all), `stream_interval_s` = 1.0 "
         f"(the default). Medians of {rounds} answers per row. *First text*: from the model's "
         "first sentence to the first text the chat shows; *final*: from the model's last "
-        'piece to the final formatted message. Reference: `streaming = "off"`, same '
+        "piece to the final formatted message. Reference: `streaming = \"off\"`, same "
         "process.\n",
         "| chat | streaming | first text (s) | ratio | final (s) | drafts | sends | edits |",
         "|---|---|---:|---:|---:|---:|---:|---:|",

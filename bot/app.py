@@ -16,9 +16,11 @@ from typing import Any
 from bot.bot_command import BotCommand
 from bot.commands import Commands
 from bot.config import Settings
+from bot.console import Console, ConsoleDeps, RecentErrors
 from bot.dispatcher import Dispatcher
 from bot.errors import StartupError
 from bot.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
+from bot.usage_command import UsageCommand
 from channels.base import Channel, ChannelHealth
 from core.context import ContextBuilder
 from core.context.compaction import CompactionOptions, Compactor
@@ -34,9 +36,11 @@ from core.llm import (
 )
 from core.media.vision import VisionReader
 from core.processor import ImageReader, MessageProcessor, ProcessorOptions
+from core.quota import QuotaGuard, QuotaLimits
 from core.recovery import Recovery, RecoveryOptions
 from core.tools.loop import ToolLoop, default_registry
 from core.tools.search import SearchBackend, duckduckgo_backend
+from core.usage import UsageMeter, UsageRecorder, WallClock, utc_now
 from core.workspace.files import ensure_workspace
 from memory.chat_settings_cache import CachedChatSettings
 from memory.store import SqlStorage, open_storage
@@ -55,6 +59,7 @@ class Seams:
     storage: SqlStorage | None = None  # opened by the caller, who also closes it
     search: SearchBackend | None = None  # instead of DuckDuckGo
     read_images: ImageReader | None = None  # instead of the `[vision]` reader
+    clock: WallClock | None = None  # the UTC wall clock usage days and quotas go by
 
 
 @dataclass(frozen=True)
@@ -79,12 +84,15 @@ class App:
         deps: ChannelDeps | None = None,
         seams: Seams | None = None,
     ):
+        """`seams`: parts a test or benchmark brings (None: all built from `settings`)."""
         self.settings = settings
         self._seams = seams or Seams()
+        self._clock = self._seams.clock or utc_now
         self.mode = mode
         self.channels: list[Channel] = []
         self.processor: MessageProcessor | None = None
         self.storage: SqlStorage | None = None
+        self.console: Console | None = None  # the web console, when it is served
         # Per-chat settings (/bot ...), cached for the message path; the console uses it too.
         self.chat_settings: CachedChatSettings | None = None
         self._deps = deps
@@ -150,6 +158,7 @@ class App:
         llm = await self._llm()
         self._stack.push_async_callback(llm.close)
         counter = get_counter(settings.context.tokenizer)
+        meter = UsageRecorder(self.storage.usage, counter, clock=self._clock)
         context = ContextBuilder(
             settings.bot.workspace,
             max_tokens=settings.llm.context_window,
@@ -163,9 +172,9 @@ class App:
             context=context,
             counter=counter,
             options=options,
-            tool_loop=self._tool_loop(llm),
-            read_images=self._seams.read_images or self._vision_reader(),
-            compactor=self._compactor(llm, self.storage, counter),
+            tool_loop=self._tool_loop(llm, meter),
+            read_images=self._seams.read_images or self._vision_reader(meter),
+            compactor=self._compactor(llm, self.storage, counter, meter),
             routes=self.routes,
             chat_persona=lambda platform, chat_id: _persona(chat_settings, platform, chat_id),
         )
@@ -177,26 +186,36 @@ class App:
                 within_s=settings.bot.recover_within_s,
             ),
         )
+        admins = frozenset(settings.bot.admins)
+        limits = QuotaLimits(**settings.limits.model_dump())
         commands = Commands(
             store=self.storage,
-            admins=frozenset(settings.bot.admins),
+            admins=admins,
             bot_name=settings.bot.name,
             context_report=self.processor.last_report,
             bot_control=BotCommand.from_settings(settings, chat_settings),
+            usage=UsageCommand(self.storage.usage, admins=admins, limits=limits, clock=self._clock),
         )
+        quota = QuotaGuard(limits, self.storage.usage, clock=self._clock)
         dispatcher = Dispatcher.from_settings(
-            settings, processor=self.processor, commands=commands, chat_settings=chat_settings
+            settings,
+            processor=self.processor,
+            commands=commands,
+            chat_settings=chat_settings,
+            quota=quota,
         )
         return TurnPath(self.storage, self.processor, commands, dispatcher, self.recovery)
 
     async def _start_channels(self, path: TurnPath) -> None:
         settings, dispatcher = self.settings, path.dispatcher
         deps = self._deps or default_console_deps(settings, self.health)
+        console = self._console()
         deps = replace(
             deps,
             health_source=self.health,
             extra_health=self.extra_health,
             policy=dispatcher.policy,
+            http_routes=(console.register,) if console is not None else (),
             addressed=dispatcher.addressed,
         )
         for spec in CHANNELS:
@@ -208,15 +227,54 @@ class App:
                 if channel.pushes:  # HTTP answers in its response: nothing to push to
                     self.routes.add(channel)
                 log.info("channel %s started", spec.name)
+                if console is not None and spec.name == "http":
+                    port = getattr(channel, "port", settings.http.port)
+                    log.info("web console at http://%s:%s/console", settings.http.host, port)
         recovery = asyncio.create_task(path.recovery.run(self._recovery_stop))
         self._stack.push_async_callback(self._stop_recovery, recovery)
+
+    def _console(self) -> Console | None:
+        """The operator's console on the HTTP server, when a password is set for it."""
+        web, http = self.settings.web, self.settings.http
+        if not web.enabled or self.mode != "run":
+            return None
+        if web.password is None:
+            log.info(
+                "web console is off: set [web] password (or CHATTERD_WEB__PASSWORD) to "
+                "serve it at http://%s:%d/console",
+                http.host,
+                http.port,
+            )
+            return None
+        if not http.enabled:
+            log.warning(
+                "web console is off: it is served by the HTTP server; set [http] enabled = true"
+            )
+            return None
+        assert self.storage is not None and self.processor is not None
+        assert self.chat_settings is not None
+        errors = RecentErrors()
+        root = logging.getLogger()
+        root.addHandler(errors)
+        self._stack.callback(root.removeHandler, errors)
+        deps = ConsoleDeps(
+            settings=self.settings,
+            storage=self.storage,
+            health=self.health,
+            extra_health=self.extra_health,
+            last_report=self.processor.last_report,
+            errors=errors,
+            chat_settings=self.chat_settings,
+        )
+        self.console = Console(deps, web.password.get_secret_value())
+        return self.console
 
     async def _stop_recovery(self, task: asyncio.Task[None]) -> None:
         self._recovery_stop.set()
         await task
 
     def _compactor(
-        self, llm: LLMProvider, storage: SqlStorage, counter: TokenCounter
+        self, llm: LLMProvider, storage: SqlStorage, counter: TokenCounter, meter: UsageMeter
     ) -> Compactor | None:
         context, window = self.settings.context, self.settings.llm.context_window
         if not context.compaction:
@@ -227,9 +285,9 @@ class App:
             summary_tokens=summary_tokens,
             input_tokens=max(256, window - summary_tokens - 800),  # 800: instructions, framing
         )
-        return Compactor(llm, storage, counter, options)
+        return Compactor(llm, storage, counter, options, meter)
 
-    def _vision_reader(self) -> VisionReader:
+    def _vision_reader(self, meter: UsageMeter) -> VisionReader:
         vision, llm = self.settings.vision, self.settings.llm
         provider = None
         if vision.enabled and vision.mode == "describe":
@@ -256,9 +314,10 @@ class App:
             max_bytes=vision.max_bytes,
             max_side=vision.max_side,
             timeout_s=llm.timeout_s,
+            meter=meter,
         )
 
-    def _tool_loop(self, llm: LLMProvider) -> ToolLoop:
+    def _tool_loop(self, llm: LLMProvider, meter: UsageMeter) -> ToolLoop:
         tools = self.settings.tools
         search = self._seams.search
         if search is None:
@@ -272,6 +331,7 @@ class App:
             handler_timeout_s=tools.search_timeout_s + 2,
             mode=tools.mode,
             max_tokens=self.settings.llm.reply_tokens,
+            meter=meter,
         )
 
     def _uses_endpoint(self) -> bool:

@@ -1,4 +1,4 @@
-"""`chatterd` command line: run, chat, db upgrade, config check, memory, turns."""
+"""`chatterd` command line: run, chat, db upgrade, config check, memory, turns, usage."""
 
 from __future__ import annotations
 
@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     from bot.turns_cli import add_turns_parser
 
     add_turns_parser(sub)
+    from bot.usage_cli import add_usage_parser
+
+    add_usage_parser(sub)
     return parser
 
 
@@ -108,6 +111,10 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from bot.turns_cli import run_turns_command
 
         return asyncio.run(run_turns_command(args, settings))
+    if args.command == "usage":
+        from bot.usage_cli import run_usage_command
+
+        return asyncio.run(run_usage_command(args, settings))
     from bot.memory_cli import run_memory_command
 
     return asyncio.run(run_memory_command(args, settings))

@@ -48,8 +48,10 @@ class Commands:
         bot_name: str,
         context_report: ReportSource,
         bot_control: Handler | None = None,
+        usage: Handler | None = None,
     ) -> None:
-        """`bot_control` is `/bot` (bot/bot_command.py), when the daemon has chat settings."""
+        """`bot_control` is `/bot` (bot/bot_command.py), when the daemon has chat settings;
+        `usage` is `/usage` (bot/usage_command.py), when it meters model calls."""
         self._store = store
         self._memories = MemoryService(store)
         self._admins = admins
@@ -64,10 +66,13 @@ class Commands:
         }
         if bot_control is not None:
             self._handlers["bot"] = bot_control
+        if usage is not None:  # /usage (bot/usage_command.py), when the daemon meters
+            self._handlers["usage"] = usage
 
     @property
     def names(self) -> list[str]:
-        return ["help", "reset", "context", "memory", *(["bot"] if "bot" in self._handlers else [])]
+        known = ("help", "reset", "context", "memory", "bot", "usage")
+        return [name for name in known if name in self._handlers]
 
     async def handle(self, message: InboundMessage) -> Reply:
         name, args = parse_command(message.text)
@@ -80,6 +85,7 @@ class Commands:
         return message.sender_key in self._admins
 
     async def _help(self, message: InboundMessage, args: list[str]) -> Reply:
+        usage = "usage" in self._handlers
         lines = [
             f"I'm {self._bot_name}, a chat assistant. In groups, mention me, reply to me or "
             "say my name; in a private chat just talk.",
@@ -90,6 +96,7 @@ class Commands:
             "/memory clear — forget everything about you (asks to confirm)",
             "/reset — clear our private chat's history (memories stay)",
             "/context — what my last answer in this chat was built from",
+            *(["/usage — the tokens you used today and this month"] if usage else []),
             "/help — this list",
         ]
         if self.is_admin(message):
@@ -104,6 +111,8 @@ class Commands:
                     "Admin, for this chat: /bot status|on|off|allow|deny, /bot persona <text>, "
                     "/bot wake <word> (-<word> removes), /bot reset-settings; /bot alone explains."
                 )
+            if usage:
+                lines.append("Admin: /usage group (this chat's tokens), /usage top (top spenders).")
         return Reply("\n".join(lines))
 
     async def _reset(self, message: InboundMessage, args: list[str]) -> Reply:

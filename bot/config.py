@@ -153,6 +153,22 @@ class ToolsConfig(Section):
     mode: Literal["markers", "native"] = "markers"
 
 
+class WebConfig(Section):
+    """The operator's console under /console on the HTTP server (bot/console/)."""
+
+    enabled: bool = True  # served only when a password is set too
+    password: SecretStr | None = None
+    session_hours: float = Field(12.0, gt=0, le=24 * 30)  # a sign-in lasts this long
+    secure_cookie: bool = False  # set when a TLS proxy serves the console as https://
+
+    @field_validator("password")
+    @classmethod
+    def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 8:
+            raise ValueError("must be at least 8 characters")
+        return value
+
+
 class GroupsConfig(Section):
     wake_words: list[str] = []
     store_untriggered: bool = True
@@ -211,6 +227,14 @@ class AccessConfig(Section):
         return _platform_ids(value, groups=False)
 
 
+class LimitsConfig(Section):
+    """Daily token quotas (prompt + completion, per UTC day); 0 = unlimited."""
+
+    user_tokens_per_day: int = Field(0, ge=0)
+    group_tokens_per_day: int = Field(0, ge=0)
+    global_tokens_per_day: int = Field(0, ge=0)
+
+
 class Settings(BaseSettings):
     """The whole configuration; one instance is built at start and passed down."""
 
@@ -231,7 +255,9 @@ class Settings(BaseSettings):
     onebot: OnebotConfig = OnebotConfig()
     http: HttpConfig = HttpConfig()
     groups: GroupsConfig = GroupsConfig()
+    web: WebConfig = WebConfig()
     access: AccessConfig = AccessConfig()
+    limits: LimitsConfig = LimitsConfig()
 
     @model_validator(mode="after")
     def _telegram_rate_limit_moved(self) -> Settings:

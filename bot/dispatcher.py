@@ -5,8 +5,9 @@ here, once, before anything reaches the processor: is it a command, is the bot s
 this chat and sender (`[access]` and the chat's `/bot` settings, bot/access.py; if not,
 nothing is answered or stored), does it trigger the bot (core/triggers.py, with the
 group's own wake words), and is its sender over the per-user rate limit
-(`[bot] rate_limit_per_min`, core/ratelimit.py). Untriggered group messages are kept as
-context and never count against the limit.
+(`[bot] rate_limit_per_min`, core/ratelimit.py) or, for a message for the model, over a
+daily token quota (`[limits]`, core/quota.py). Untriggered group messages are kept as
+context and never count against either.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from bot.commands import Commands
 from bot.config import Settings
 from core.messages import ChatType, InboundMessage, Reply
 from core.processor import GENERIC_APOLOGY, MessageProcessor, ShuttingDown
+from core.quota import ALLOWED as QUOTA_OK
+from core.quota import QuotaDecision, QuotaGuard
 from core.ratelimit import RATE_NOTICE, RateDecision, RateLimiter
 from core.triggers import TriggerPolicy, is_command
 from memory.chat_settings import ChatSettings
@@ -44,10 +47,12 @@ class Dispatcher:
         limiter: RateLimiter | None = None,
         access: AccessRules | None = None,
         chat_settings: CachedChatSettings | None = None,
+        quota: QuotaGuard | None = None,
     ) -> None:
-        """`limiter` counts answered messages per sender (None: no limit); admins
-        (`commands.is_admin`) and the console are exempt. `access` decides where the bot
-        serves (None: everywhere), with each group's `chat_settings` (None: defaults)."""
+        """`limiter` counts answered messages per sender (None: no limit); `quota` checks
+        the daily token allowances (None: none); admins (`commands.is_admin`) and the
+        console are exempt from both. `access` decides where the bot serves (None:
+        everywhere), with each group's `chat_settings` (None: defaults)."""
         self._processor = processor
         self._commands = commands
         self._policy = policy
@@ -55,6 +60,7 @@ class Dispatcher:
         self._limiter = limiter
         self._access = access
         self._chat_settings = chat_settings
+        self._quota = quota
 
     @classmethod
     def from_settings(
@@ -64,9 +70,11 @@ class Dispatcher:
         processor: MessageProcessor,
         commands: Commands,
         chat_settings: CachedChatSettings | None = None,
+        quota: QuotaGuard | None = None,
     ) -> Dispatcher:
         """The daemon's dispatcher: `[groups]` triggers, `[bot] rate_limit_per_min`,
-        `[access]` with the chats' stored settings."""
+        `[access]` with the chats' stored settings, and the `[limits]` quota guard the
+        App built over the usage counters."""
         return cls(
             processor=processor,
             commands=commands,
@@ -75,6 +83,7 @@ class Dispatcher:
             limiter=RateLimiter(settings.bot.rate_limit_per_min, window_s=60.0),
             access=AccessRules.from_settings(settings),
             chat_settings=chat_settings,
+            quota=quota,
         )
 
     @property
@@ -115,6 +124,9 @@ class Dispatcher:
             return Reply(RATE_NOTICE) if decision.notify else None
         if command:
             return await self._commands.handle(message)
+        quota = await self._quota_check(message)
+        if not quota.allowed:
+            return Reply(quota.notice) if quota.notice else None
         try:
             text = await self._processor.handle(message)
         except ShuttingDown:
@@ -141,6 +153,25 @@ class Dispatcher:
         if self._chat_settings is None or message.chat_type is not ChatType.GROUP:
             return ChatSettings(message.platform, message.chat_id)
         return await self._chat_settings.get(message.platform, message.chat_id)
+
+    async def _quota_check(self, message: InboundMessage) -> QuotaDecision:
+        """Over a daily allowance the message is not accepted (not stored, no model
+        call); the sender gets the notice or, within the hour, silence."""
+        if (
+            self._quota is None
+            or message.platform in UNLIMITED_PLATFORMS
+            or self._commands.is_admin(message)
+        ):
+            return QUOTA_OK
+        decision = await self._quota.check(message)
+        if not decision.allowed:
+            log.info(
+                "%s over the %s token quota in %s; not answered",
+                message.sender_key,
+                decision.over,
+                message.chat_key,
+            )
+        return decision
 
     def _rate_check(self, message: InboundMessage) -> RateDecision:
         """Synchronous on purpose: a refusal returns before the channel shows "typing"."""

@@ -32,6 +32,8 @@ class ChannelDeps:
     # The dispatcher's trigger policy, filled in by the App: a channel that must know early
     # whether a message will be answered (Telegram shows "typing" at once) asks this one.
     policy: TriggerPolicy | None = None
+    # More routes on the HTTP channel's server (the operator's console), filled in by the App.
+    http_routes: tuple[Callable[[Any], None], ...] = ()
     # Better: the dispatcher's whole answer (access, the group's own wake words, triggers).
     addressed: Callable[[InboundMessage], bool] | None = None
 
@@ -46,7 +48,12 @@ class ChannelSpec:
 def _http(deps: ChannelDeps) -> Channel:
     from channels.http import HttpChannel
 
-    return HttpChannel(deps.settings.http, deps.health_source, extra_health=deps.extra_health)
+    return HttpChannel(
+        deps.settings.http,
+        deps.health_source,
+        extra_health=deps.extra_health,
+        registrars=deps.http_routes,
+    )
 
 
 def _console(deps: ChannelDeps) -> Channel:

@@ -1,9 +1,10 @@
 """The HTTP channel: a small JSON API for integrations, health checks and the benchmark.
 
 `POST /v1/chat` hands one message to the daemon and answers with its reply in the same
-response; `GET /healthz` reports every channel's state. HTTP is request/response, so the
-reply travels back in the response: there is no way to push an unsolicited message, and
-`send()` drops it (logged at debug).
+response; `GET /healthz` reports every channel's state. Other parts of the daemon may add
+their own routes to the same server (`registrars`: the operator's console does). HTTP is
+request/response, so the reply travels back in the response: there is no way to push an
+unsolicited message, and `send()` drops it (logged at debug).
 
 Why it is strict: a typo'd field name ("chatid") would otherwise route a message into the
 wrong conversation, and a huge body would be read into memory before anyone said no. So
@@ -16,7 +17,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -36,6 +37,10 @@ from core.messages import (
 )
 
 log = logging.getLogger(__name__)
+
+# Adds routes (or sub-applications) of another part of the daemon to this server before
+# it starts, e.g. the operator's console: the channel serves them without knowing them.
+RouteRegistrar = Callable[[web.Application], None]
 
 PLATFORM = "http"
 MAX_TEXT_CHARS = 16_000
@@ -192,12 +197,14 @@ class HttpChannel:
         *,
         max_body_bytes: int = 64 * 1024,
         extra_health: Callable[[], Awaitable[dict[str, Any]]] | None = None,
+        registrars: Sequence[RouteRegistrar] = (),
     ) -> None:
         if max_body_bytes < 1:
             raise ValueError("max_body_bytes must be positive")
         self._config = config
         self._health_source = health_source
         self._extra_health = extra_health
+        self._registrars = tuple(registrars)
         self._max_body = max_body_bytes
         self._token = config.token.get_secret_value().encode() if config.token else None
         self._handler: MessageHandler | None = None
@@ -213,6 +220,8 @@ class HttpChannel:
         app = web.Application(client_max_size=self._max_body, middlewares=[_json_errors])
         app.router.add_post("/v1/chat", self._chat)
         app.router.add_get("/healthz", self._healthz)
+        for register in self._registrars:
+            register(app)
         # No access log: the benchmark pushes hundreds of requests a second through here.
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
         await runner.setup()

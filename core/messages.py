@@ -49,6 +49,7 @@ class InboundMessage:
     message_id: str | None = None
     thread_id: str | None = None
     timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
+    chat_title: str | None = None  # a group's name where the platform says it (console)
 
     @property
     def chat_key(self) -> str:

@@ -25,6 +25,7 @@ from core.storage import Store
 from core.streaming import ReplyStream
 from core.tools.loop import ToolLoop, TurnDraft
 from core.tools.registry import ToolContext
+from core.usage import UsageSubject
 from memory.types import (
     IntakeEntry,
     NewTurn,
@@ -391,7 +392,8 @@ class MessageProcessor:
     ) -> None:
         assert self._compactor is not None
         async with self._tasks.track():
-            await self._compactor.fold(message.chat_key, message.chat_type.value, due, summary)
+            who = UsageSubject.of(message)  # compaction is counted for the turn's sender
+            await self._compactor.fold(message.chat_key, message.chat_type.value, due, summary, who)
 
     async def _persona(self, message: InboundMessage) -> str:
         if self._chat_persona is None:
@@ -425,6 +427,7 @@ class MessageProcessor:
             platform_message_id=message.message_id,
             meta=meta or {},
             created_at=message.timestamp,
+            chat_title=message.chat_title,
         )
 
     def _bot_turn(self, message: InboundMessage, draft: TurnDraft) -> NewTurn:

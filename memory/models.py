@@ -175,16 +175,29 @@ class User(Base):
 
 
 class Chat(Base):
-    """A private or group conversation on one platform; history hangs off this row."""
+    """A private or group conversation on one platform; history hangs off this row.
+
+    `title`, `last_active_at` and `turn_count` are kept by the transaction that stores
+    turns (memory/store.py), so the console lists chats busiest first from one index.
+    """
 
     __tablename__ = "chats"
-    __table_args__ = (UniqueConstraint("platform", "platform_chat_id"),)
+    __table_args__ = (
+        UniqueConstraint("platform", "platform_chat_id"),
+        Index("ix_chats_last_active", "last_active_at", "id"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     platform: Mapped[str] = mapped_column(String(PLATFORM_LEN))
     platform_chat_id: Mapped[str] = mapped_column(String(ID_LEN))
     chat_type: Mapped[str] = mapped_column(String(KIND_LEN))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # A group's name where the platform says it; a private chat's: the person's name.
+    title: Mapped[str | None] = mapped_column(String(NAME_LEN))
+    last_active_at: Mapped[datetime] = mapped_column(
+        UTCDateTime(), default=utcnow, server_default="1970-01-01 00:00:00"
+    )
+    turn_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class TurnRow(Base):

@@ -109,6 +109,17 @@ class MemoryService:
         await self._forget(item, by)
         return item
 
+    async def forget_id(
+        self, platform: str, user_id: str, memory_id: int, *, by: str
+    ) -> MemoryItem:
+        """Forget the person's memory with this row id (the console's forget buttons, which
+        must not hit another memory if the numbering moved meanwhile)."""
+        items = await self.numbered(platform, user_id)
+        item = next((found for found in items if found.id == memory_id), None)
+        if item is None or not await self._forget(item, by):
+            raise MemoryRefused("That memory is already gone.")
+        return item
+
     async def forget_text(self, platform: str, user_id: str, text: str, *, by: str) -> TextForget:
         """Forget the memory that matches `text`: the same memory, else the only one
         containing it (ignoring case and spacing). Several matches forget nothing."""

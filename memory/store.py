@@ -16,7 +16,17 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any
 
-from sqlalchemy import Connection, Insert, Text, bindparam, delete, select, type_coerce
+from sqlalchemy import (
+    Connection,
+    Insert,
+    Text,
+    bindparam,
+    delete,
+    func,
+    select,
+    type_coerce,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 
 from memory.chat_settings import ChatSettingsStore
@@ -34,6 +44,7 @@ from memory.types import (
     TurnMaterial,
     TurnState,
 )
+from memory.usage import UsageStore
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +79,7 @@ class SqlStorage:
         self._db = database
         self.intake = IntakeStore(database)
         self.chat_settings = ChatSettingsStore(database)  # /bot on|off|allow|persona|wake
+        self.usage = UsageStore(database)  # token counters: /usage, quotas, the console
         self._ids = RowIds(database, cache_size=cache_size)
         self._memory = MemoryRows(database, self._ids)
         insert = sqlite.insert if database.dialect == "sqlite" else postgresql.insert
@@ -95,12 +107,27 @@ class SqlStorage:
             .limit(bindparam("limit"))
         )
         self._recent = recent
+        # The chat's activity, kept in the transaction that stores its turns (0006).
+        self._touch_chat = (
+            update(Chat)
+            .where(Chat.id == bindparam("chat_pk"))
+            .values(
+                last_active_at=bindparam("now"),
+                turn_count=Chat.turn_count + bindparam("stored"),
+                title=func.coalesce(bindparam("new_title"), Chat.title),
+            )
+        )
         self._recent_before = recent.where(TurnRow.id < bindparam("before_id"))
         self._summary = recent.where(TurnRow.kind == "summary")
 
     @property
     def dialect(self) -> str:
         return self._db.dialect
+
+    @property
+    def database(self) -> Database:
+        """The connections, for read models over the same tables (memory/browse.py)."""
+        return self._db
 
     async def close(self) -> None:
         await self._db.close()
@@ -113,6 +140,7 @@ class SqlStorage:
 
     def _store_turns(self, conn: Connection, ids: TxIds, turns: Sequence[NewTurn]) -> list[Turn]:
         stored: list[Turn] = []
+        touched: dict[int, dict[str, Any]] = {}  # chats.id -> its activity update
         for turn in turns:
             chat_key = (turn.platform, turn.chat_id)
             chat_pk = self._ids.chat_pk(conn, ids, chat_key, str(turn.chat_type))
@@ -135,6 +163,11 @@ class SqlStorage:
             }
             turn_pk = conn.execute(self._insert_turn, params).scalar_one_or_none()
             if turn_pk is not None:
+                touch = touched.setdefault(
+                    chat_pk, {"chat_pk": chat_pk, "stored": 0, "new_title": None}
+                )
+                touch["stored"] += 1
+                touch["new_title"] = _title_of(turn, name) or touch["new_title"]
                 stored.append(
                     Turn(
                         id=int(turn_pk),
@@ -151,7 +184,14 @@ class SqlStorage:
                         created_at=created,
                     )
                 )
+        self._touch_chats(conn, list(touched.values()))
         return stored
+
+    def _touch_chats(self, conn: Connection, touched: list[dict[str, Any]]) -> None:
+        """Each chat that got turns: now active, `stored` more turns, maybe a new title."""
+        now = utc(None)
+        for touch in touched:
+            conn.execute(self._touch_chat, {**touch, "now": now})
 
     def _ids_for_turns(self, turns: Sequence[NewTurn]) -> TxIds:
         users = [(t.platform, t.sender_id) for t in turns if t.sender_id is not None]
@@ -345,7 +385,14 @@ class SqlStorage:
         if chat_pk is None:
             return 0
         statement = delete(TurnRow).where(TurnRow.chat_id == chat_pk)
-        return await self._db.write(lambda conn: int(conn.execute(statement).rowcount))
+        recount = update(Chat).where(Chat.id == chat_pk).values(turn_count=0)
+
+        def write(conn: Connection) -> int:
+            removed = int(conn.execute(statement).rowcount)
+            conn.execute(recount)
+            return removed
+
+        return await self._db.write(write)
 
     def chat_lock(self, platform: str, chat_id: str) -> AbstractAsyncContextManager[object]:
         """Serialise one chat across replicas (PostgreSQL advisory lock; no-op on SQLite)."""
@@ -386,6 +433,16 @@ class SqlStorage:
 
     async def clear_memories(self, platform: str, user_id: str) -> int:
         return await self._memory.clear_memories(platform, user_id)
+
+
+def _title_of(turn: NewTurn, sender_name: str | None) -> str | None:
+    """What a stored turn says the chat is called: the group's name where the channel
+    gave one; for a private chat, the name of the person in it."""
+    if turn.chat_title:
+        return clean_text(turn.chat_title)[:NAME_LEN]
+    if turn.chat_type == "private" and turn.role == "user":
+        return sender_name
+    return None
 
 
 async def open_storage(

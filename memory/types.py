@@ -30,6 +30,7 @@ class NewTurn:
     platform_message_id: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     created_at: datetime | None = None
+    chat_title: str | None = None  # a group's name, where the platform says it
 
 
 @dataclass(frozen=True)

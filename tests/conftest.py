@@ -64,3 +64,14 @@ async def storage(database_url: str) -> AsyncIterator[SqlStorage]:
         yield store
     finally:
         await store.close()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One clear line when the browser tests were skipped (no Chromium on this machine)."""
+    reasons = {
+        str(report.longrepr[2]).removeprefix("Skipped: ")
+        for report in terminalreporter.stats.get("skipped", [])
+        if isinstance(report.longrepr, tuple) and "browser tests skipped" in str(report.longrepr[2])
+    }
+    for reason in sorted(reasons):
+        terminalreporter.write_line(reason, yellow=True)

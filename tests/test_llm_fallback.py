@@ -26,7 +26,7 @@ from core.llm import (
     provider_from_config,
     with_fallbacks,
 )
-from core.messages import ChatType, InboundMessage
+from core.messages import ChatType, ImageRef, InboundMessage
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_stream import StreamShape
 from tests.rig import settings_for
@@ -474,3 +474,48 @@ async def test_the_daemon_answers_through_the_fallback_and_reports_health(
         ("s", "ok"),
     ]
     assert [h["model"] for h in health["vision"]] == ["gpt-4o-mini", "v2"]
+
+
+async def test_the_daemon_describes_images_through_the_vision_fallback(
+    tmp_path: Path, database_url: str, primary: FakeOpenAI, secondary: FakeOpenAI
+) -> None:
+    """[vision] fallbacks: the vision primary is down, the fallback describes the image,
+    the chat model sees that description, and the vision primary then cools down."""
+    from tests.test_channel_e2e import PNG
+
+    async def fetch() -> bytes:
+        return PNG
+
+    settings = settings_for(
+        tmp_path,
+        database_url,
+        secondary,
+        llm={"api_key": SECONDARY_KEY},
+        vision={
+            "enabled": True,
+            "base_url": primary.base_url,
+            "api_key": PRIMARY_KEY,
+            "model": "vision-primary",
+            "fallbacks": [
+                {"base_url": secondary.base_url, "api_key": SECONDARY_KEY, "model": "v2"}
+            ],
+        },
+    )
+    primary.fail(503)
+    secondary.reply("a red bicycle")  # the description, then the chat model's answer
+    deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")
+    async with App(settings, mode="run", deps=deps) as app:
+        assert app.processor is not None
+        image = ImageRef(fetch, "image/png")
+        await app.processor.handle(
+            InboundMessage("console", "c1", ChatType.PRIVATE, "u1", "Al", "look", images=(image,))
+        )
+        health = app.model_health()
+    (failed,) = primary.requests
+    described, answered = secondary.requests
+    assert failed["model"] == "vision-primary" and described["model"] == "v2"
+    assert "(Image 1: a red bicycle)" in str(answered["messages"][-1]["content"])
+    assert [(h["model"], h["state"]) for h in health["vision"]] == [
+        ("vision-primary", "cooling_down"),
+        ("v2", "ok"),
+    ]

@@ -121,6 +121,7 @@ def normalise(
         if msg.is_topic_message and msg.message_thread_id
         else None,
         timestamp=when,
+        chat_title=clean_name(msg.chat.title) or None if chat_type is ChatType.GROUP else None,
     )
 
 

@@ -122,10 +122,11 @@ class TelegramStream:
         """Stop previewing; a call in flight completes first (so its result is known)."""
         self._closed = True
         async with self._lock:
-            worker = self._worker
-            if worker is not None and not worker.done():
-                worker.cancel()
-                await asyncio.wait({worker})
+            pass  # a call in flight completes first; the worker sees _closed after it
+        worker = self._worker
+        if worker is not None and not worker.done():
+            worker.cancel()  # never awaited under the lock: a worker that missed its
+            await asyncio.wait({worker})  # cancel may still want it, then sees _closed
 
     # -- the worker ------------------------------------------------------------------
 
@@ -148,6 +149,11 @@ class TelegramStream:
                 wait = self._next_at - clock.monotonic()
                 if wait > 0:
                     await clock.sleep(wait)
+                if self._closed:
+                    # close() holds the lock while it waits for this task to end, and on
+                    # Python 3.11 wait_for() above swallows a cancel that arrives as the
+                    # event is set: taking the lock now would wait for ever.
+                    return
                 async with self._lock:
                     if self._closed:
                         return

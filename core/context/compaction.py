@@ -26,6 +26,7 @@ from core.context.chunk_types import Chunk, ChunkType
 from core.context.escaping import neutralize_tags
 from core.context.tokens import TokenCounter
 from core.llm import LLMError, LLMProvider
+from core.usage import UNATTRIBUTED, ModelCall, UsageMeter, UsageSubject
 from memory.types import SUMMARY_THROUGH, NewTurn, Turn
 
 log = logging.getLogger(__name__)
@@ -89,8 +90,10 @@ class Compactor:
         store: SummaryStore,
         counter: TokenCounter,
         options: CompactionOptions | None = None,
+        meter: UsageMeter | None = None,
     ) -> None:
         self._llm = llm
+        self._meter = meter
         self._store = store
         self._counter = counter
         self.options = options or CompactionOptions()
@@ -107,14 +110,23 @@ class Compactor:
         return turns_to_fold(dropped, self.options.min_turns)
 
     async def fold(
-        self, chat_key: str, chat_type: str, turns: Sequence[Turn], previous: Turn | None
+        self,
+        chat_key: str,
+        chat_type: str,
+        turns: Sequence[Turn],
+        previous: Turn | None,
+        who: UsageSubject | None = None,
     ) -> Turn | None:
-        """Summarize `turns` (oldest first) on top of `previous`; store and return it."""
+        """Summarize `turns` (oldest first) on top of `previous`; store and return it.
+
+        The model call is metered for `who`, the sender whose turn made the chat due;
+        without one, for the chat itself (user id `UNATTRIBUTED`).
+        """
         if not turns or chat_key in self._running:
             return None
         self._running.add(chat_key)
         try:
-            return await self._fold(chat_key, chat_type, turns, previous)
+            return await self._fold(chat_key, chat_type, turns, previous, who)
         except (LLMError, TimeoutError) as exc:
             log.warning("summary of %s not written: %s", chat_key, type(exc).__name__)
             return None
@@ -122,18 +134,26 @@ class Compactor:
             self._running.discard(chat_key)
 
     async def _fold(
-        self, chat_key: str, chat_type: str, turns: Sequence[Turn], previous: Turn | None
+        self,
+        chat_key: str,
+        chat_type: str,
+        turns: Sequence[Turn],
+        previous: Turn | None,
+        who: UsageSubject | None,
     ) -> Turn | None:
         taken = self._within_budget(turns)
         words = max(60, self.options.summary_tokens * 2 // 3)
+        request: list[dict[str, Any]] = [
+            {"role": "system", "content": INSTRUCTIONS.format(words=words)},
+            {"role": "user", "content": _transcript(taken, previous)},
+        ]
         answer = await self._llm.chat(
-            [
-                {"role": "system", "content": INSTRUCTIONS.format(words=words)},
-                {"role": "user", "content": _transcript(taken, previous)},
-            ],
-            max_tokens=self.options.summary_tokens,
-            temperature=0.2,
+            request, max_tokens=self.options.summary_tokens, temperature=0.2
         )
+        if self._meter is not None:
+            last = taken[-1]
+            who = who or UsageSubject(last.platform, last.chat_id, UNATTRIBUTED)
+            await self._meter.record(who, [ModelCall(answer, request)], "compaction")
         text = answer.text.strip()
         if not text:
             log.warning("summary of %s not written: the model returned nothing", chat_key)

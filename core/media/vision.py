@@ -20,6 +20,7 @@ from core.llm import LLMError, LLMProvider
 from core.media.data_url import data_url
 from core.media.imaging import DEFAULT_MAX_SIDE, BadImage, prepare_image
 from core.messages import ImageRef, InboundMessage
+from core.usage import ModelCall, UsageMeter, UsageSubject
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class VisionReader:
         timeout_s: float = 60.0,
         concurrency: int = 3,
         cache_entries: int = 512,
+        meter: UsageMeter | None = None,
     ) -> None:
         self._llm = vision_llm
         self._enabled = enabled and (mode == "passthrough" or vision_llm is not None)
@@ -70,42 +72,45 @@ class VisionReader:
         # Descriptions by image hash; least recently used go first. 0 entries: no cache.
         self._cache: LRUCache[str, str] | None = LRUCache(cache_entries) if cache_entries else None
         self.describe_calls = 0
+        self._meter = meter  # each description is counted for the message's sender
 
     async def __call__(self, message: InboundMessage) -> ImageNotes:
         if not message.images:
             return ImageNotes()
         if not self._enabled:
             return ImageNotes(notes=[NOT_DESCRIBED] * len(message.images))
-        results = await asyncio.gather(*(self._read_one(image) for image in message.images))
+        who = UsageSubject.of(message)
+        results = await asyncio.gather(*(self._read_one(image, who) for image in message.images))
         notes = [note for note, _, _ in results]
         parts = [part for _, part, _ in results if part is not None]
         hashes = [digest for _, _, digest in results if digest]
         return ImageNotes(notes=notes, parts=parts, hashes=hashes)
 
-    async def describe(self, data: bytes, mime: str, digest: str | None = None) -> str:
-        """One description from the vision model, cached by `digest` (default: of `data`)."""
+    async def describe(
+        self, data: bytes, mime: str, digest: str | None = None, who: UsageSubject | None = None
+    ) -> str:
+        """One description from the vision model, cached by `digest` (default: of `data`);
+        the call is metered for `who` when given."""
         digest = digest or hashlib.sha256(data).hexdigest()
         cached = self._cached(digest)
         if cached is not None:
             return cached
         assert self._llm is not None
         self.describe_calls += 1
-        result = await asyncio.wait_for(
-            self._llm.chat(
-                [
-                    {
-                        "role": "user",
-                        "content": [
-                            {"type": "text", "text": DESCRIBE_PROMPT},
-                            {"type": "image_url", "image_url": {"url": data_url(data, mime)}},
-                        ],
-                    }
+        request: list[dict[str, Any]] = [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": DESCRIBE_PROMPT},
+                    {"type": "image_url", "image_url": {"url": data_url(data, mime)}},
                 ],
-                max_tokens=300,
-                temperature=0.2,
-            ),
-            self._timeout_s,
+            }
+        ]
+        result = await asyncio.wait_for(
+            self._llm.chat(request, max_tokens=300, temperature=0.2), self._timeout_s
         )
+        if self._meter is not None and who is not None:
+            await self._meter.record(who, [ModelCall(result, request)], "vision")
         text = _clean(result.text)
         if not text:
             raise ValueError("vision model returned an empty description")
@@ -116,7 +121,9 @@ class VisionReader:
     def _cached(self, digest: str) -> str | None:
         return self._cache.get(digest) if self._cache is not None else None
 
-    async def _read_one(self, image: ImageRef) -> tuple[str, dict[str, Any] | None, str]:
+    async def _read_one(
+        self, image: ImageRef, who: UsageSubject
+    ) -> tuple[str, dict[str, Any] | None, str]:
         async with self._limit:
             try:
                 data = await asyncio.wait_for(image.fetch(), self._timeout_s)
@@ -139,7 +146,7 @@ class VisionReader:
                 part = {"type": "image_url", "image_url": {"url": data_url(data, mime)}}
                 return ATTACHED, part, digest
             try:
-                return await self.describe(data, mime, digest), None, digest
+                return await self.describe(data, mime, digest, who), None, digest
             except (LLMError, TimeoutError, ValueError) as exc:
                 log.warning("image could not be described: %s", type(exc).__name__)
                 return UNREADABLE, None, digest

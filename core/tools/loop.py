@@ -34,6 +34,7 @@ from core.tools.registry import (
     ToolRegistry,
 )
 from core.tools.search import SearchBackend, search_tool
+from core.usage import ModelCall, UsageMeter, UsageSubject
 from memory.types import Role, TurnKind
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,7 @@ class ToolLoop:
         temperature: float | None = None,
         max_calls_per_round: int = 4,
         give_up_reply: str = GIVE_UP_REPLY,
+        meter: UsageMeter | None = None,
     ) -> None:
         if max_rounds < 0 or handler_timeout_s <= 0 or max_calls_per_round < 1:
             raise ValueError("max_rounds >= 0, handler_timeout_s > 0, max_calls_per_round >= 1")
@@ -127,6 +129,7 @@ class ToolLoop:
         self._temperature = temperature
         self._max_calls = max_calls_per_round
         self._give_up = give_up_reply
+        self._meter = meter  # every model call of a turn is counted for its sender
 
     def guide(self) -> str:
         """The tool guide for the system prompt, matching this loop's mode."""
@@ -140,7 +143,22 @@ class ToolLoop:
     ) -> LoopResult:
         """Answer `messages`; with `preview`, every model call streams and the preview is
         given the visible text as it grows (never a marker), and a status line while a
-        tool runs."""
+        tool runs. Each answered call is metered, also when a later one fails."""
+        calls: list[ModelCall] = []
+        try:
+            return await self._run(messages, ctx, preview, calls)
+        finally:
+            if self._meter is not None:
+                who = UsageSubject(ctx.platform, ctx.chat_id, ctx.user_id)
+                await self._meter.record(who, calls, "reply")
+
+    async def _run(
+        self,
+        messages: list[dict[str, Any]],
+        ctx: ToolContext,
+        preview: PreviewSink | None,
+        calls: list[ModelCall],
+    ) -> LoopResult:
         convo = list(messages)
         produced: list[TurnDraft] = []
         seen: dict[tuple[str, str], Observation] = {}
@@ -154,6 +172,7 @@ class ToolLoop:
             tools = self._registry.openai_tools() if native else None
             result = await self._ask(convo, tools, preview, status)
             usage = usage.add(result)
+            calls.append(ModelCall(result, list(convo)))
             pending = self._requests(result) if rounds < self._max_rounds else []
             if not pending:
                 return self._finish(result, produced, usage, rounds)

@@ -24,7 +24,8 @@ The default reply is a string or a callable `(request_json) -> str | FakeReply` 
 or async); `echo_last_user` is a ready-made one. `latency_s` delays every answer (load
 tests: 1,000 chats in flight against a 1 s model). `pause()`/`resume()` hold every
 request at the door, and `in_flight` counts requests being served, for concurrency tests.
-`record=False` keeps only `total_requests` (long benchmarks).
+`record=False` keeps only `total_requests` (long benchmarks). `send_usage=False` is a
+server that never reports `usage` (neither in answers nor in streams).
 
 Streaming: a request with `"stream": true` gets the same scripted answer as Server-Sent
 Events in OpenAI's chunk format (tests/fakes/openai_stream.py). `fail`, `hang` and
@@ -165,8 +166,10 @@ class FakeOpenAI:
         port: int = 0,
         record: bool = True,
         stream_shape: StreamShape | None = None,
+        send_usage: bool = True,
     ) -> None:
         self._default = reply
+        self.send_usage = send_usage  # False: a server that never reports `usage`
         self.stream_shape = stream_shape or StreamShape()
         self.model = model
         self.latency_s = latency_s
@@ -371,7 +374,7 @@ class FakeOpenAI:
             tool_calls=reply.tool_calls,
             finish_reason=_finish(reply),
             usage=_usage(body, reply),
-            include_usage=bool(options.get("include_usage")),
+            include_usage=bool(options.get("include_usage")) and self.send_usage,
         )
         return await write_stream(request, answer, shape, pause=self._sleep, closing=self._closing)
 
@@ -404,7 +407,7 @@ class FakeOpenAI:
         message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
         if reply.tool_calls:
             message["tool_calls"] = reply.tool_calls
-        return {
+        completion_json = {
             "id": f"chatcmpl-fake{next(self._ids)}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -424,6 +427,9 @@ class FakeOpenAI:
                 "total_tokens": prompt + completion,
             },
         }
+        if not self.send_usage:
+            del completion_json["usage"]
+        return completion_json
 
 
 def _finish(reply: FakeReply) -> str:

@@ -1,0 +1,116 @@
+"""Chats: the list (search, keyset pages), and one chat: its conversation as the model
+saw it, the context picture of its last turn, and its settings (the `/bot` store)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from bot.console.charts import stacked_bar
+from bot.console.picture import picture_of, was_dropped
+from memory.chat_settings import ChatSettingsError
+from memory.models import ID_LEN, PLATFORM_LEN
+
+if TYPE_CHECKING:
+    from bot.console.web import Console
+
+PAGE = 50
+TURNS_SHOWN = 60
+FOLDED_KINDS = {"tool_call", "tool_result", "summary"}
+
+
+def add_routes(router: web.UrlDispatcher, console: Console) -> None:
+    async def chats(request: web.Request) -> web.StreamResponse:
+        query = request.query
+        search = query.get("q", "")[:200]
+        page = await console.browse.chats(limit=PAGE, after=query.get("after"), search=search)
+        return console.render(request, "chats.html", page=page, search=search)
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        return await _chat(console, request)
+
+    async def save(request: web.Request) -> web.StreamResponse:
+        return await _save_settings(console, request)
+
+    router.add_get("/chats", chats)
+    router.add_get("/chat", chat)
+    router.add_post("/chat/settings", save)
+
+
+def chat_key(values: Mapping[str, object]) -> tuple[str, str]:
+    """(platform, id) from a query or a form; 404 when missing or too long."""
+    platform, chat_id = values.get("platform"), values.get("id")
+    if not isinstance(platform, str) or not isinstance(chat_id, str):
+        raise web.HTTPNotFound(text="no such chat or person")
+    if not 0 < len(platform) <= PLATFORM_LEN or not 0 < len(chat_id) <= ID_LEN:
+        raise web.HTTPNotFound(text="no such chat or person")
+    return platform, chat_id
+
+
+async def _chat(console: Console, request: web.Request) -> web.Response:
+    from bot.console.web import url
+
+    platform, chat_id = chat_key(request.query)
+    deps = console.deps
+    row = await console.browse.chat(platform, chat_id)
+    if row is None:
+        return console.missing(request, f"chat {platform}:{chat_id}")
+    before = request.query.get("before")
+    before_id = int(before) if before and before.isdigit() else None
+    turns = await deps.storage.recent_turns(platform, chat_id, TURNS_SHOWN, before_id)
+    report = deps.last_report(platform, chat_id)
+    picture = picture_of(report) if report is not None else None
+    bar = zoom = None
+    if picture is not None:
+        bar = stacked_bar(picture.segments, title="The last context, as parts of the window")
+        inside = [s for s in picture.segments if s.key not in ("reserve", "free")]
+        zoom = stacked_bar(inside, title="The last context alone", css="picture zoom")
+    settings = await deps.chat_settings.get(platform, chat_id)
+    older = (
+        url("/chat", platform=platform, id=chat_id, before=turns[0].id)
+        if len(turns) == TURNS_SHOWN
+        else None
+    )
+    return console.render(
+        request,
+        "chat.html",
+        chat=row,
+        turns=[(turn, was_dropped(turn.id, report)) for turn in turns],
+        folded=FOLDED_KINDS,
+        picture=picture,
+        bar=bar,
+        zoom=zoom,
+        settings=settings,
+        older=older,
+    )
+
+
+async def _save_settings(console: Console, request: web.Request) -> web.StreamResponse:
+    from bot.console.web import see_other, url
+
+    form = await request.post()
+    platform, chat_id = chat_key(form)
+    store = console.deps.chat_settings
+    by = console.actor(request)
+    try:
+        if form.get("action") == "reset":
+            await store.reset(platform, chat_id, by=by)
+            console.flash(request, "Persona and wake words are back to the defaults.")
+        else:
+            allowed = {"allow": True, "deny": False}.get(str(form.get("allowed", "")))
+            words = [w for w in str(form.get("wake_words", "")).split(",") if w.strip()]
+            await store.update(
+                platform,
+                chat_id,
+                by=by,
+                enabled=form.get("enabled") == "on",
+                allowed=allowed,
+                persona=str(form.get("persona", "")),
+                wake_words=words,
+            )
+            console.flash(request, "Settings saved.")
+    except ChatSettingsError as refused:
+        console.flash(request, f"Not saved: {refused}")
+    return see_other(url("/chat", platform=platform, id=chat_id))

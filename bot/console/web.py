@@ -1,0 +1,303 @@
+"""The console's web layer: one aiohttp sub-application under /console with its guard.
+
+Every request passes `_guard`: a request from another origin is refused (403); anyone
+signed out is sent to the sign-in page (303); a POST without its session's CSRF token is
+refused (403); every answer says "store nothing" (Cache-Control: no-store) and carries a
+Content-Security-Policy that allows only this daemon's own files and no inline script.
+The pages themselves are in overview.py, chats.py, people.py and settings.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from importlib import resources
+from typing import Any, Protocol
+from urllib.parse import urlencode
+
+from aiohttp import web
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+from bot.config import Settings
+from bot.console.auth import (
+    Clock,
+    Session,
+    Sessions,
+    SignInLimiter,
+    csrf_matches,
+    password_matches,
+    system_clock,
+)
+from bot.console.fmt import format_age, format_time
+from bot.console.recent import RecentErrors
+from channels.base import ChannelHealth
+from core.context.report import ContextReport
+from memory.activity import Activity
+from memory.browse import Browse
+from memory.chat_settings import ChatSettings
+from memory.store import SqlStorage
+
+log = logging.getLogger(__name__)
+
+PREFIX = "/console"
+COOKIE = "chatterd_console"
+PRE_COOKIE = "chatterd_console_signin"  # the sign-in form's own CSRF token (double submit)
+SESSION_KEY = web.RequestKey("console.session", Session)
+OPEN_PATHS = {f"{PREFIX}/sign-in"}
+CSP = (
+    "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+SAFE_METHODS = {"GET", "HEAD"}
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class ChatSettingsAccess(Protocol):
+    """ChatSettingsStore's methods the console uses; the App hands it the message path's
+    cached store, so a change made here applies to the next message at once."""
+
+    async def get(self, platform: str, chat_id: str) -> ChatSettings: ...
+
+    async def update(
+        self, platform: str, chat_id: str, *, by: str, **changes: Any
+    ) -> ChatSettings: ...
+
+    async def reset(self, platform: str, chat_id: str, *, by: str) -> ChatSettings: ...
+
+    async def listing(
+        self, limit: int = 100, after_id: int | None = None
+    ) -> list[ChatSettings]: ...
+
+
+@dataclass(frozen=True)
+class ConsoleDeps:
+    """What the pages read and change; the same services the chat commands use."""
+
+    settings: Settings
+    storage: SqlStorage
+    health: Callable[[], Mapping[str, ChannelHealth]]
+    extra_health: Callable[[], Awaitable[dict[str, Any]]]
+    last_report: Callable[[str, str], ContextReport | None]
+    errors: RecentErrors
+    chat_settings: ChatSettingsAccess
+    clock: Clock = system_clock
+
+
+class Console:
+    """The operator's console; `register` mounts it on the HTTP channel's application."""
+
+    def __init__(self, deps: ConsoleDeps, password: str) -> None:
+        self.deps = deps
+        self.browse = Browse(deps.storage.database)
+        self.activity = Activity(deps.storage.database)
+        self._password = password
+        hours = deps.settings.web.session_hours
+        self.sessions = Sessions(timedelta(hours=hours), deps.clock)
+        self.limiter = SignInLimiter(deps.clock)
+        self._secure = deps.settings.web.secure_cookie
+        self._templates = Environment(
+            loader=PackageLoader("bot.console", "templates"),
+            autoescape=select_autoescape(default=True, default_for_string=True),
+            undefined=StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self._templates.filters["when"] = format_time
+        self._templates.filters["age"] = lambda moment: format_age(moment, deps.clock())
+        self._templates.globals["url"] = url
+
+    def register(self, app: web.Application) -> None:
+        """Mount /console (the HTTP channel calls this before it starts serving)."""
+        from bot.console import chats, overview, people, settings
+
+        sub = web.Application(middlewares=[self._guard])
+        sub.router.add_get("/sign-in", self._sign_in_form)
+        sub.router.add_post("/sign-in", self._sign_in)
+        sub.router.add_post("/sign-out", self._sign_out)
+        sub.router.add_get("/static/{name}", self._static)
+        for module in (overview, chats, people, settings):
+            module.add_routes(sub.router, self)
+        app.add_subapp(PREFIX, sub)
+
+    # -- rendering ---------------------------------------------------------------------
+
+    def render(self, request: web.Request, template: str, **values: Any) -> web.Response:
+        session = request.get(SESSION_KEY)
+        notice = session.flash if session is not None else None
+        if session is not None:
+            session.flash = None
+        body = self._templates.get_template(template).render(
+            csrf=session.csrf if session is not None else "",
+            signed_in=session is not None,
+            notice=notice,
+            path=request.path,
+            bot_name=self.deps.settings.bot.name,
+            **values,
+        )
+        return web.Response(text=body, content_type="text/html")
+
+    def missing(self, request: web.Request, what: str) -> web.Response:
+        """404 with a page that says what was not found (and the navigation)."""
+        response = self.render(request, "missing.html", what=what)
+        response.set_status(404)
+        return response
+
+    @staticmethod
+    def flash(request: web.Request, text: str) -> None:
+        """A one-line result shown on the next page this session opens."""
+        session = request.get(SESSION_KEY)
+        if session is not None:
+            session.flash = text
+
+    @staticmethod
+    def actor(request: web.Request) -> str:
+        """Who changed something, for the audit lines the services write."""
+        return f"console@{request.remote or 'unknown'}"
+
+    # -- the guard ---------------------------------------------------------------------
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path == PREFIX:  # the sub-application also answers its bare prefix
+            return see_other(url("/"))
+        refusal: web.StreamResponse | None = self._foreign(request)
+        if refusal is None:
+            refusal = await self._check_session(request)
+        try:
+            response = refusal if refusal is not None else await handler(request)
+        except web.HTTPException as exc:  # 404 and the like: plain text, same headers
+            if exc.status < 400:
+                raise
+            response = web.Response(status=exc.status, text=exc.text or exc.reason)
+        headers = response.headers
+        headers["Cache-Control"] = "no-store"
+        headers["Pragma"] = "no-cache"
+        headers["Content-Security-Policy"] = CSP
+        headers["X-Content-Type-Options"] = "nosniff"
+        headers["X-Frame-Options"] = "DENY"
+        headers["Referrer-Policy"] = "same-origin"
+        return response
+
+    @staticmethod
+    def _foreign(request: web.Request) -> web.Response | None:
+        """403 for a request another site's page made (its Origin, or Sec-Fetch-Site)."""
+        origin = request.headers.get("Origin")
+        own = f"{request.scheme}://{request.host}"
+        if origin is not None and origin != own:
+            return _refuse("Refused: this request came from another site.")
+        site = request.headers.get("Sec-Fetch-Site")
+        if request.method not in SAFE_METHODS and site in ("cross-site", "same-site"):
+            return _refuse("Refused: this request came from another site.")
+        return None
+
+    async def _check_session(self, request: web.Request) -> web.StreamResponse | None:
+        session = self.sessions.find(request.cookies.get(COOKIE))
+        if session is not None:
+            request[SESSION_KEY] = session
+        if request.path in OPEN_PATHS or request.path.startswith(f"{PREFIX}/static/"):
+            return None
+        if session is None:
+            if request.method not in SAFE_METHODS:
+                return _refuse("Refused: you are signed out. Sign in and try again.")
+            return see_other(url("/sign-in", next=request.path_qs))
+        if request.method not in SAFE_METHODS:
+            form = await request.post()
+            given = form.get("csrf")
+            if not isinstance(given, str) or not csrf_matches(session, given):
+                return _refuse("Refused: the form's security token is missing or wrong.")
+        return None
+
+    # -- sign-in and out ---------------------------------------------------------------
+
+    async def _sign_in_form(self, request: web.Request) -> web.StreamResponse:
+        if request.get(SESSION_KEY) is not None:
+            return see_other(url("/"))
+        return self._sign_in_page(request, error=None)
+
+    def _sign_in_page(
+        self, request: web.Request, error: str | None, status: int = 200
+    ) -> web.Response:
+        token = secrets.token_urlsafe(24)
+        response = self.render(
+            request, "sign_in.html", error=error, form_token=token, next=_next(request)
+        )
+        response.set_status(status)
+        self._cookie(response, PRE_COOKIE, token, path=f"{PREFIX}/sign-in")
+        return response
+
+    async def _sign_in(self, request: web.Request) -> web.StreamResponse:
+        form = await request.post()
+        expected = request.cookies.get(PRE_COOKIE)
+        given = form.get("csrf")
+        if not expected or not isinstance(given, str) or given != expected:
+            return _refuse("Refused: the form's security token is missing or wrong.")
+        address = request.remote or "unknown"
+        if self.limiter.blocked(address):
+            log.warning("console sign-in refused for %s: too many wrong passwords", address)
+            page = self._sign_in_page(
+                request, "Too many wrong passwords; wait a few minutes.", status=429
+            )
+            page.headers["Retry-After"] = str(self.limiter.retry_after_s())
+            return page
+        password = form.get("password")
+        if not isinstance(password, str) or not password_matches(password, self._password):
+            self.limiter.failed(address)
+            log.warning("console sign-in with a wrong password from %s", address)
+            return self._sign_in_page(request, "That password is wrong.", status=403)
+        session = self.sessions.open()
+        log.info("console: signed in from %s", address)
+        target = str(form.get("next") or "")
+        safe = target.startswith(f"{PREFIX}/") and not target.startswith(f"{PREFIX}//")
+        response = see_other(target if safe else url("/"))
+        self._cookie(response, COOKIE, session.token, path=PREFIX)
+        response.del_cookie(PRE_COOKIE, path=f"{PREFIX}/sign-in")
+        return response
+
+    async def _sign_out(self, request: web.Request) -> web.StreamResponse:
+        self.sessions.close(request.cookies.get(COOKIE))
+        log.info("console: signed out from %s", request.remote or "unknown")
+        response = see_other(url("/sign-in"))
+        response.del_cookie(COOKIE, path=PREFIX)
+        return response
+
+    def _cookie(self, response: web.StreamResponse, name: str, value: str, *, path: str) -> None:
+        response.set_cookie(
+            name, value, path=path, httponly=True, samesite="Strict", secure=self._secure
+        )
+
+    # -- small routes ------------------------------------------------------------------
+
+    async def _static(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        kinds = {
+            "console.css": "text/css",
+            "console.js": "text/javascript",
+            "favicon.svg": "image/svg+xml",
+        }
+        if name not in kinds:
+            raise web.HTTPNotFound()
+        body = resources.files("bot.console").joinpath("static", name).read_bytes()
+        return web.Response(body=body, content_type=kinds[name])
+
+
+def see_other(location: str) -> web.Response:
+    """303: after a form, the browser GETs the next page (reloading never re-posts)."""
+    return web.Response(status=303, headers={"Location": location})
+
+
+def url(path: str, **query: object) -> str:
+    """A console URL with its query (values escaped); None values are left out."""
+    given = {key: value for key, value in query.items() if value is not None}
+    return PREFIX + path + (f"?{urlencode(given)}" if given else "")
+
+
+def _next(request: web.Request) -> str:
+    target = request.query.get("next", "")
+    return target if target.startswith(f"{PREFIX}/") else ""
+
+
+def _refuse(reason: str) -> web.Response:
+    return web.Response(status=403, text=reason, content_type="text/plain")
