@@ -10,7 +10,7 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 RESULTS_HEADER = (
     "# Benchmark results\n\n"
     "Written by `make bench` (bench/turn_bench.py, bench/context_bench.py, "
-    "bench/intake_bench.py, then bench/console_bench.py). Each script "
+    "bench/intake_bench.py, bench/stream_bench.py, then bench/console_bench.py). Each script "
     "rewrites only its own section, between its HTML comment markers. Speeds are ratios "
     "against a reference measured in the same run; absolute times depend on the machine "
     "and on what else it was doing (see each section's load average).\n"
