@@ -35,6 +35,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/turn_bench.py
 	$(BIN)/python bench/context_bench.py
 	$(BIN)/python bench/intake_bench.py
+	$(BIN)/python bench/stream_bench.py
 	$(BIN)/python bench/console_bench.py
 
 clean:
