@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from memory.usage import UsageScope
 from tests.console_support import PASSWORD, add_usage, console_settings, running
 from tests.fakes.openai_server import FakeOpenAI, content_text
 from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, user
@@ -191,7 +192,12 @@ async def operator_session(
     assert await page.locator("li.turn.dropped").count() == report.history_dropped
     assert "dropped from the last context" in first
     # Tokens spent in the group, from the usage table.
-    spent = sum(900 + 150 * (n % 5) + 120 + 40 * (n % 3) for n in range(12))
+    seeded = sum(900 + 150 * (n % 5) + 120 + 40 * (n % 3) for n in range(12))
+    today = datetime.now(UTC).date()
+    scope = UsageScope(platform="telegram", chat_id=str(GROUP["id"]))
+    total = await app.storage.usage.totals(today - timedelta(days=400), today, scope)
+    assert total.tokens > seeded  # the four real turns were counted too
+    spent = total.tokens
     assert f"tokens{spent}" in (await page.locator("dl.facts").inner_text()).replace("\n", "")
     await shot(page, "chat")
 
