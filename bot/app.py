@@ -36,11 +36,11 @@ from core.llm import (
 )
 from core.media.vision import VisionReader
 from core.processor import ImageReader, MessageProcessor, ProcessorOptions
-from core.quota import QuotaGuard, QuotaLimits
 from core.recovery import Recovery, RecoveryOptions
 from core.tools.loop import ToolLoop, default_registry
 from core.tools.search import SearchBackend, duckduckgo_backend
-from core.usage import UsageMeter, UsageRecorder, WallClock, utc_now
+from core.usage.meter import UsageMeter, UsageRecorder, WallClock, utc_now
+from core.usage.quota import QuotaGuard, QuotaLimits
 from core.workspace.files import ensure_workspace
 from memory.chat_settings_cache import CachedChatSettings
 from memory.store import SqlStorage, open_storage

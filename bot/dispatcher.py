@@ -19,10 +19,10 @@ from bot.commands import Commands
 from bot.config import Settings
 from core.messages import ChatType, InboundMessage, Reply
 from core.processor import GENERIC_APOLOGY, MessageProcessor, ShuttingDown
-from core.quota import ALLOWED as QUOTA_OK
-from core.quota import QuotaDecision, QuotaGuard
 from core.ratelimit import RATE_NOTICE, RateDecision, RateLimiter
 from core.triggers import TriggerPolicy, is_command
+from core.usage.quota import ALLOWED as QUOTA_OK
+from core.usage.quota import QuotaDecision, QuotaGuard
 from memory.chat_settings import ChatSettings
 from memory.chat_settings_cache import CachedChatSettings
 

@@ -12,8 +12,8 @@ from datetime import UTC, date
 from typing import Protocol
 
 from core.messages import ChatType, InboundMessage, Reply
-from core.quota import QuotaLimits
-from core.usage import WallClock, utc_now
+from core.usage.meter import WallClock, utc_now
+from core.usage.quota import QuotaLimits
 from memory.usage import GroupBy, UsageGroup, UsageScope, UsageTotals
 
 TOP = 5

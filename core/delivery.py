@@ -8,10 +8,14 @@ go through here, so both meet the same channel code and the same state rules.
 
 from __future__ import annotations
 
-from typing import Protocol
+import logging
+from typing import Any, Protocol
 
 from core.messages import DeliveryError, ImageRef, OutboundMessage, Sent
+from core.storage import Intake
 from core.streaming import ReplyStream, StreamRecorder
+
+log = logging.getLogger(__name__)
 
 
 class Outlet(Protocol):
@@ -58,3 +62,68 @@ class ChannelRoutes:
     ) -> ImageRef | None:
         outlet = self._outlets.get(platform)
         return outlet.restore_image(locator, mime, name) if outlet is not None else None
+
+
+class Outbox:
+    """Replies to accepted messages on their way out, and the intake row told about it.
+
+    Why beside the routes: a reply is `delivered` only once the platform confirmed it,
+    and a preview's messages are recorded on the row while it streams; the live path
+    and recovery both send through here, so both keep the same rules.
+    """
+
+    def __init__(self, routes: ChannelRoutes | None, intake: Intake) -> None:
+        self._routes = routes
+        self._intake = intake
+
+    def delivers(self, platform: str) -> bool:
+        """The core sends this platform's replies (False: HTTP answers in its response)."""
+        return self._routes is not None and self._routes.can_send(platform)
+
+    def open_stream(self, entry_id: int, target: OutboundMessage) -> ReplyStream | None:
+        """A preview of the reply while it is written, where the channel shows one; the
+        channel's record of its messages goes on the row, so a crash mid-stream is
+        finished in those same messages (`target.resume` next time), not in a copy."""
+        if self._routes is None or not self.delivers(target.platform):
+            return None
+
+        async def record(delivery: dict[str, Any]) -> None:
+            await self._intake.note_delivery(entry_id, delivery)
+
+        return self._routes.open_stream(target, record)
+
+    async def deliver(
+        self, entry_id: int, outbound: OutboundMessage, stream: ReplyStream | None = None
+    ) -> bool:
+        """Send (or finish the preview with) the reply; the row becomes `delivered` once
+        the platform confirmed it. False: not delivered now, recovery tries again."""
+        try:
+            sent = await self._send(outbound, stream)
+        except DeliveryError as exc:
+            log.warning(
+                "reply to %s:%s not delivered yet (%s); recovery will try again",
+                outbound.platform,
+                outbound.chat_id,
+                exc,
+            )
+            return False
+        await self._intake.move(
+            entry_id, "delivered", expected=["answered"], delivery={"ids": list(sent.message_ids)}
+        )
+        return True
+
+    async def tell(self, outbound: OutboundMessage, stream: ReplyStream | None = None) -> None:
+        """Best effort, for a message that is settled already (an apology)."""
+        try:
+            await self._send(outbound, stream)
+        except DeliveryError as exc:
+            log.warning(
+                "apology to %s:%s not delivered: %s", outbound.platform, outbound.chat_id, exc
+            )
+
+    async def _send(self, outbound: OutboundMessage, stream: ReplyStream | None) -> Sent:
+        if stream is not None:
+            return await stream.finish(outbound.text)
+        if self._routes is None:
+            raise DeliveryError(f"no {outbound.platform} channel is running")
+        return await self._routes.deliver(outbound)

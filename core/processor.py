@@ -15,17 +15,17 @@ from core.context.compaction import Compactor
 from core.context.report import ContextReport
 from core.context.tokens import TokenCounter
 from core.context.turn import ChatPersona, TurnContextBuilder, TurnInput
-from core.delivery import ChannelRoutes
+from core.delivery import ChannelRoutes, Outbox
 from core.inject import inject
 from core.llm import LLMError
 from core.media.vision import NOT_DESCRIBED, ImageNotes
-from core.messages import DeliveryError, InboundMessage, OutboundMessage
+from core.messages import InboundMessage
 from core.ordering import ChatSerializer, ChatTicket, TaskTracker
 from core.storage import Store
 from core.streaming import ReplyStream
 from core.tools.loop import ToolLoop, TurnDraft
 from core.tools.registry import ToolContext
-from core.usage import UsageSubject
+from core.usage.meter import UsageSubject
 from memory.types import (
     IntakeEntry,
     NewTurn,
@@ -92,6 +92,7 @@ class MessageProcessor:
         self._read_images = read_images
         self._compactor = compactor
         self._routes = routes
+        self._outbox = Outbox(routes, store.intake)
         self._summaries = TaskTracker("summary")
         self._tool_guide = tool_loop.guide()
         self._serial = ChatSerializer(self._options.max_in_flight)
@@ -168,7 +169,8 @@ class MessageProcessor:
                 return fresh is not None and fresh.state != "answered"
             message = restored_message(entry, self._routes)
             outbound = reply_for(message, reply.content, late=True)
-            return await self._deliver(entry.id, replace(outbound, resume=fresh.delivery or None))
+            resumed = replace(outbound, resume=fresh.delivery or None)
+            return await self._outbox.deliver(entry.id, resumed)
 
     async def _duplicate(self, message: InboundMessage) -> str | None:
         """A re-delivered message: nothing new is answered. A caller that must deliver the
@@ -199,7 +201,7 @@ class MessageProcessor:
             delay = min(delay * 2, 1.0)
 
     def _delivers(self, platform: str) -> bool:
-        return self._routes is not None and self._routes.can_send(platform)
+        return self._outbox.delivers(platform)
 
     async def _run(
         self,
@@ -266,7 +268,9 @@ class MessageProcessor:
             self._options.history_limit,
             None,  # the chat is ours: everything stored so far came before this message
         )
-        stream = self._open_stream(entry, message, late)
+        stream = self._outbox.open_stream(
+            entry.id, replace(reply_for(message, "", late=late), resume=entry.delivery or None)
+        )
         built = self._context.build_turn(
             TurnInput(
                 message=message,
@@ -302,25 +306,8 @@ class MessageProcessor:
         self._maybe_compact(message, found.history[: built.report.history_dropped], found.summary)
         if not delivers:
             return None if late else result.reply
-        await self._deliver(entry.id, reply_for(message, result.reply, late=late), stream)
+        await self._outbox.deliver(entry.id, reply_for(message, result.reply, late=late), stream)
         return None
-
-    def _open_stream(
-        self, entry: IntakeEntry, message: InboundMessage, late: bool
-    ) -> ReplyStream | None:
-        """A preview of the reply while it is written, where the channel shows one.
-
-        The channel records the messages showing the preview on the intake row, so a
-        crash mid-stream is finished in those same messages (`resume`), not in a copy.
-        """
-        if self._routes is None or not self._delivers(message.platform):
-            return None
-        target = replace(reply_for(message, "", late=late), resume=entry.delivery or None)
-
-        async def record(delivery: dict[str, Any]) -> None:
-            await self._store.intake.note_delivery(entry.id, delivery)
-
-        return self._routes.open_stream(target, record)
 
     async def _apologise(
         self,
@@ -334,41 +321,10 @@ class MessageProcessor:
         later), and the user is told so (in place of any preview already shown)."""
         if not await self._store.settle(entry.id, [user_turn], "failed"):
             return None
-        if not self._delivers(message.platform):
+        if not self._outbox.delivers(message.platform):
             return text
-        assert self._routes is not None
-        try:
-            if stream is not None:
-                await stream.finish(text)
-            else:
-                await self._routes.deliver(reply_for(message, text, late=False))
-        except DeliveryError as exc:
-            log.warning("apology to %s not delivered: %s", message.chat_key, exc)
+        await self._outbox.tell(reply_for(message, text, late=False), stream)
         return None
-
-    async def _deliver(
-        self, entry_id: int, outbound: OutboundMessage, stream: ReplyStream | None = None
-    ) -> bool:
-        """Send through the channel (or finish its preview); `delivered` once the
-        platform confirmed it."""
-        assert self._routes is not None
-        try:
-            if stream is not None:
-                sent = await stream.finish(outbound.text)
-            else:
-                sent = await self._routes.deliver(outbound)
-        except DeliveryError as exc:
-            log.warning(
-                "reply to %s:%s not delivered yet (%s); recovery will try again",
-                outbound.platform,
-                outbound.chat_id,
-                exc,
-            )
-            return False
-        await self._store.intake.move(
-            entry_id, "delivered", expected=["answered"], delivery={"ids": list(sent.message_ids)}
-        )
-        return True
 
     async def settle(self) -> None:
         """Wait for background work (summaries being written) to finish."""

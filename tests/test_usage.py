@@ -19,10 +19,10 @@ from core.context.tokens import count_messages, get_counter
 from core.llm import OpenAIProvider
 from core.llm.provider import ChatResult
 from core.messages import ChatType, InboundMessage
-from core.quota import QuotaGuard, QuotaLimits, next_reset, quota_notice
 from core.tools.loop import ToolLoop, default_registry
 from core.tools.registry import ToolContext
-from core.usage import ModelCall, UsageRecorder, UsageSubject, call_cost
+from core.usage.meter import ModelCall, UsageRecorder, UsageSubject, call_cost
+from core.usage.quota import QuotaGuard, QuotaLimits, next_reset, quota_notice
 from memory.store import SqlStorage
 from memory.usage import UsageDelta, UsageScope, UsageTotals
 from tests.fakes.openai_server import FakeOpenAI

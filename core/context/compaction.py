@@ -26,7 +26,7 @@ from core.context.chunk_types import Chunk, ChunkType
 from core.context.escaping import neutralize_tags
 from core.context.tokens import TokenCounter
 from core.llm import LLMError, LLMProvider
-from core.usage import UNATTRIBUTED, ModelCall, UsageMeter, UsageSubject
+from core.usage.meter import UNATTRIBUTED, ModelCall, UsageMeter, UsageSubject
 from memory.types import SUMMARY_THROUGH, NewTurn, Turn
 
 log = logging.getLogger(__name__)

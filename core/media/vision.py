@@ -20,7 +20,7 @@ from core.llm import LLMError, LLMProvider
 from core.media.data_url import data_url
 from core.media.imaging import DEFAULT_MAX_SIDE, BadImage, prepare_image
 from core.messages import ImageRef, InboundMessage
-from core.usage import ModelCall, UsageMeter, UsageSubject
+from core.usage.meter import ModelCall, UsageMeter, UsageSubject
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from core.tools.registry import (
     ToolRegistry,
 )
 from core.tools.search import SearchBackend, search_tool
-from core.usage import ModelCall, UsageMeter, UsageSubject
+from core.usage.meter import ModelCall, UsageMeter, UsageSubject
 from memory.types import Role, TurnKind
 
 log = logging.getLogger(__name__)

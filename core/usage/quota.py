@@ -17,7 +17,7 @@ from typing import Literal, Protocol
 from cachetools import LRUCache
 
 from core.messages import ChatType, InboundMessage
-from core.usage import WallClock, utc_now
+from core.usage.meter import WallClock, utc_now
 from memory.usage import DaySpend
 
 NOTICE_EVERY = timedelta(hours=1)
