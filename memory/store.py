@@ -1,30 +1,27 @@
 """SqlStorage: chat history and long-term memory on SQLite or PostgreSQL.
 
 One class implements both TurnStore and MemoryStore (memory/types.py) so the daemon
-opens one set of connections. The turn half lives here; the memory half is
-memory.memories.MemoryRows; both find user and chat rows through one memory.ids.RowIds,
-so a turn in a known chat costs one INSERT. Each call is one transaction run by
+opens one set of connections. Turn writes live here, turn reads in
+memory.turn_reads.TurnReads, the memory half in memory.memories.MemoryRows; all find
+user and chat rows through one memory.ids.RowIds, so a turn in a known chat costs one
+INSERT. Each call is one transaction run by
 `Database` (memory/migrate.py).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any
 
 from sqlalchemy import (
     Connection,
     Insert,
-    Text,
     bindparam,
     delete,
     func,
-    select,
-    type_coerce,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -32,11 +29,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 from memory.chat_settings import ChatSettingsStore
 from memory.ids import CACHE_SIZE, ChatKey, RowIds, TxIds
 from memory.intake import AfterWrite, IntakeConflict, IntakeStore, claim_in, settle_in
-from memory.memories import NEWEST_MEMORIES, MemoryRows, memories_params, memory_items
+from memory.memories import MemoryRows
 from memory.migrate import Database, head_revision, parse_url, revision_of, upgrade_connection
-from memory.models import NAME_LEN, Chat, TurnRow, User, check_turn, clean_text, utc
+from memory.models import NAME_LEN, Chat, TurnRow, check_turn, clean_text, utc
+from memory.turn_reads import TurnReads
 from memory.types import (
-    SUMMARY_THROUGH,
     MemoryItem,
     NewMemory,
     NewTurn,
@@ -57,15 +54,6 @@ class _Duplicate(Exception):
     """Raised inside a write to roll it back when the row was stored before."""
 
 
-def _meta(stored: Any) -> dict[str, Any]:
-    """A turn's meta as the history read returns it: JSON text on SQLite (mostly "{}",
-    decoded here without the JSON type's layers), already a dict on PostgreSQL (asyncpg
-    decodes json itself)."""
-    if isinstance(stored, str):
-        return {} if stored == "{}" else json.loads(stored) or {}
-    return stored or {}
-
-
 def _lock_key(platform: str, chat_id: str) -> int:
     """A stable signed 64-bit advisory-lock key for one chat (same on every replica)."""
     digest = hashlib.blake2b(f"chat\x00{platform}\x00{chat_id}".encode(), digest_size=8)
@@ -82,31 +70,13 @@ class SqlStorage:
         self.usage = UsageStore(database)  # token counters: /usage, quotas, the console
         self._ids = RowIds(database, cache_size=cache_size)
         self._memory = MemoryRows(database, self._ids)
+        self._reads = TurnReads(database, self._ids)
         insert = sqlite.insert if database.dialect == "sqlite" else postgresql.insert
         self._insert_turn: Insert = (
             insert(TurnRow)
             .on_conflict_do_nothing(index_elements=["chat_id", "platform_message_id"])
             .returning(TurnRow.id)
         )
-        recent = (
-            select(  # in the order _turns unpacks them
-                TurnRow.id,
-                TurnRow.role,
-                TurnRow.kind,
-                TurnRow.content,
-                TurnRow.token_count,
-                TurnRow.platform_message_id,
-                type_coerce(TurnRow.meta, Text()),  # decoded by _meta: most are "{}"
-                TurnRow.created_at,
-                User.platform_user_id,
-                User.display_name,
-            )
-            .outerjoin(User, User.id == TurnRow.sender_user_id)
-            .where(TurnRow.chat_id == bindparam("chat_pk"))
-            .order_by(TurnRow.id.desc())
-            .limit(bindparam("limit"))
-        )
-        self._recent = recent
         # The chat's activity, kept in the transaction that stores its turns (0006).
         self._touch_chat = (
             update(Chat)
@@ -117,8 +87,6 @@ class SqlStorage:
                 title=func.coalesce(bindparam("new_title"), Chat.title),
             )
         )
-        self._recent_before = recent.where(TurnRow.id < bindparam("before_id"))
-        self._summary = recent.where(TurnRow.kind == "summary")
 
     @property
     def dialect(self) -> str:
@@ -246,75 +214,17 @@ class SqlStorage:
         self, platform: str, chat_id: str, limit: int, before_id: int | None = None
     ) -> list[Turn]:
         """The newest `limit` turns of one chat (older than `before_id`), oldest first."""
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-            raise ValueError(f"limit must be a non-negative integer, not {limit!r}")
-        chat_pk = await self._find_chat((platform, chat_id)) if limit else None
-        if chat_pk is None:
-            return []
-        params = {"chat_pk": chat_pk, "limit": limit, "before_id": before_id}
-        query = self._recent if before_id is None else self._recent_before
-        rows = await self._db.read(lambda conn: conn.execute(query, params).all())
-        return self._turns(platform, chat_id, reversed(rows))
+        return await self._reads.recent_turns(platform, chat_id, limit, before_id)
 
     async def turn_material(
         self, platform: str, chat_id: str, sender_id: str, limit: int, before_id: int | None
     ) -> TurnMaterial:
-        """What one turn's context needs, in one database round trip: the chat's recent
-        turns before `before_id` that come after its latest summary, that summary, and
-        the sender's memories.
+        """What one turn's context needs in one round trip (memory.turn_reads)."""
+        return await self._reads.turn_material(platform, chat_id, sender_id, limit, before_id)
 
-        The summary is looked up on its own only when the history read cannot hold it:
-        the newest turns of a chat contain its latest summary, if it has one, unless the
-        read was cut at `limit` (or starts before `before_id`) without reaching it.
-        """
-        chat_pk = await self._find_chat((platform, chat_id))
-        memories = memories_params(platform, sender_id)
-        recent = {"chat_pk": chat_pk, "limit": limit, "before_id": before_id}
-        history = self._recent if before_id is None else self._recent_before
-
-        def read(conn: Connection) -> tuple[list[Turn], Turn | None, Sequence[Any]]:
-            if chat_pk is None:
-                return [], None, conn.execute(NEWEST_MEMORIES, memories).all()
-            turns = self._turns(platform, chat_id, conn.execute(history, recent))  # newest first
-            summary = next((turn for turn in turns if turn.kind == "summary"), None)
-            if summary is None and (before_id is not None or len(turns) >= limit):
-                latest = conn.execute(self._summary, {"chat_pk": chat_pk, "limit": 1})
-                summary = next(iter(self._turns(platform, chat_id, latest)), None)
-            return turns, summary, conn.execute(NEWEST_MEMORIES, memories).all()
-
-        turns, newest, items = await self._db.read(read)
-        through = (newest.meta or {}).get(SUMMARY_THROUGH, 0) if newest else 0
-        if not isinstance(through, int) or isinstance(through, bool):
-            through = 0  # a summary whose meta names no turn covers none
-        fresh = [t for t in reversed(turns) if t.id > through and t.kind != "summary"]
-        return TurnMaterial(
-            history=fresh,
-            summary=newest,
-            memories=memory_items(platform, sender_id, items),
-            summary_through=through,
-        )
-
-    @staticmethod
-    def _turns(platform: str, chat_id: str, rows: Iterable[Any]) -> list[Turn]:
-        """Rows of the history statements as Turns (positional: this runs for every row
-        of every turn's history)."""
-        return [
-            Turn(
-                id_,
-                platform,
-                chat_id,
-                role,
-                kind,
-                content,
-                tokens,
-                sender,
-                name,
-                pmid,
-                _meta(meta),
-                at,
-            )
-            for id_, role, kind, content, tokens, pmid, meta, at, sender, name in rows
-        ]
+    async def turn_content(self, turn_id: int) -> Turn | None:
+        """One stored turn by id (its chat named in the result), or None if it is gone."""
+        return await self._reads.turn_content(turn_id)
 
     async def claim(self, entry_id: int) -> bool:
         """Count one more attempt at a pending intake row; False when it is not pending."""
@@ -339,45 +249,6 @@ class SqlStorage:
         except IntakeConflict:
             return False
         return True
-
-    async def turn_content(self, turn_id: int) -> Turn | None:
-        """One stored turn by id (its chat named in the result), or None if it is gone."""
-        query = (
-            select(
-                TurnRow.id,
-                Chat.platform,
-                Chat.platform_chat_id,
-                TurnRow.role,
-                TurnRow.kind,
-                TurnRow.content,
-                TurnRow.token_count,
-                User.platform_user_id,
-                User.display_name,
-                TurnRow.platform_message_id,
-                TurnRow.meta,
-                TurnRow.created_at,
-            )
-            .join(Chat, Chat.id == TurnRow.chat_id)
-            .outerjoin(User, User.id == TurnRow.sender_user_id)
-            .where(TurnRow.id == turn_id)
-        )
-        row = await self._db.read(lambda conn: conn.execute(query).first())
-        if row is None:
-            return None
-        return Turn(
-            id=row.id,
-            platform=row.platform,
-            chat_id=row.platform_chat_id,
-            role=row.role,
-            kind=row.kind,
-            content=row.content,
-            token_count=row.token_count,
-            sender_id=row.platform_user_id,
-            sender_name=row.display_name,
-            platform_message_id=row.platform_message_id,
-            meta=row.meta or {},
-            created_at=row.created_at,
-        )
 
     async def clear_history(self, platform: str, chat_id: str) -> int:
         """Delete one chat's turns (the chat row and its members stay); returns how many."""
