@@ -82,6 +82,7 @@ async def test_a_dm_answer_grows_as_a_draft_and_ends_as_one_formatted_message(
 
     drafts = [c.params["text"] for c in tg.calls_of("sendMessageDraft")]
     assert len(drafts) >= 2  # it showed while the model wrote
+    assert not [d for d in drafts if "**" in d]  # an open bold never shows as symbols
     assert len({c.params["draft_id"] for c in tg.calls_of("sendMessageDraft")}) == 1
     assert_no_marker(shown_texts(tg, ALICE["id"]))
     (final,) = finals

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from telegram.error import BadRequest, Forbidden, InvalidToken, RetryAfter, TelegramError
 
+from channels.formatting.growing import close_open_marks
 from channels.formatting.markdown import new_parser
 from channels.formatting.telegram import FormattedText, render_telegram
 from channels.formatting.telegram_split import split_formatted
@@ -174,7 +175,8 @@ class TelegramStream:
         cannot be); else seconds to wait before the next step (0: the usual interval)."""
         if self._latest is None or not self._previewing:
             return None
-        plain = FormattedText(render_telegram(self._latest, self._parser).text)
+        growing = close_open_marks(self._latest)  # no literal `**` while it grows
+        plain = FormattedText(render_telegram(growing, self._parser).text)
         pieces = split_formatted(plain)
         if not pieces:
             return None
