@@ -109,3 +109,22 @@ async def test_a_stream_cut_after_text_was_shown_is_an_error_not_a_retry(
         await ToolLoop(default_registry(ScriptedSearch()), llm).run(list(MESSAGES), CTX, shown)
     assert shown.texts  # the user saw the start; the processor replaces it with an apology
     assert len(fake.requests) == 1
+
+
+async def test_native_tool_calls_stream_as_a_status_line_never_as_text(
+    fake: FakeOpenAI, llm: OpenAIProvider
+) -> None:
+    cut = StreamShape(piece_chars=4)
+    call = {"name": "search", "arguments": {"query": "tea prices"}}
+    fake.reply_tool_calls([call], text="Let me look.", stream=cut)
+    fake.reply("Tea costs about 5 euros.", stream=cut)
+    backend = ScriptedSearch()
+    shown = Shown()
+
+    loop = ToolLoop(default_registry(backend), llm, mode="native")
+    result = await loop.run(list(MESSAGES), CTX, shown)
+
+    assert result.reply == "Tea costs about 5 euros." and backend.calls == ["tea prices"]
+    assert "🔎 searching: tea prices" in shown.texts
+    assert not [t for t in shown.texts if "search(" in t or '"query"' in t or "tea prices\"" in t]
+    assert shown.texts[-1] == result.reply
