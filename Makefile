@@ -10,8 +10,14 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 # Stamps re-install only when pyproject.toml changes.
+# llama.cpp (the embedded model) is compiled here. A native build picks AVX-512/AMX
+# kernels that crashed (SIGSEGV on the first answer) on Xeons with AMX, so build the
+# portable set (AVX2, FMA, F16C) and drop any cached wheel an earlier native build left.
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
+
 $(VENV)/.installed-local: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[local]'
+	-$(BIN)/pip cache remove 'llama_cpp_python*' >/dev/null 2>&1
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -q -e '.[local]'
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
