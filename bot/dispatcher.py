@@ -6,7 +6,7 @@ this chat and sender (`[access]` and the chat's `/bot` settings, bot/access.py; 
 nothing is answered or stored), does it trigger the bot (core/triggers.py, with the
 group's own wake words), and is its sender over the per-user rate limit
 (`[bot] rate_limit_per_min`, core/ratelimit.py) or, for a message for the model, over a
-daily token quota (`[limits]`, core/quota.py). Untriggered group messages are kept as
+daily token quota (`[limits]`, core/usage/quota.py). Untriggered group messages are kept as
 context and never count against either.
 """
 
@@ -103,13 +103,10 @@ class Dispatcher:
             return None
         command = is_command(message.text)
         here = await self._settings_of(message)
-        if self._access is not None:
-            admission = self._access.admit(message, here, command=command)
-            if not admission.serve:
-                log.debug(
-                    "not serving %s in %s: %s", message.sender_key, message.chat_key, admission.why
-                )
-                return None
+        refused = self._refusal(message, here, command)
+        if refused is not None:
+            log.debug("not serving %s in %s: %s", message.sender_key, message.chat_key, refused)
+            return None
         if not command and not self._policy.triggers(message, here.wake_words):
             if self._store_untriggered and message.chat_type is ChatType.GROUP:
                 await self._processor.remember_context(message)
@@ -141,12 +138,16 @@ class Dispatcher:
         if self._chat_settings is not None and message.chat_type is ChatType.GROUP:
             here = self._chat_settings.peek(message.platform, message.chat_id) or here
         command = is_command(message.text)
-        if (
-            self._access is not None
-            and not self._access.admit(message, here, command=command).serve
-        ):
+        if self._refusal(message, here, command) is not None:
             return False
         return command or self._policy.triggers(message, here.wake_words)
+
+    def _refusal(self, message: InboundMessage, here: ChatSettings, command: bool) -> str | None:
+        """Why the bot does not serve this message in this chat, or None when it does."""
+        if self._access is None:
+            return None
+        admission = self._access.admit(message, here, command=command)
+        return None if admission.serve else admission.why
 
     async def _settings_of(self, message: InboundMessage) -> ChatSettings:
         """A group's stored settings (cached); private chats need none here."""

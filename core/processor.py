@@ -156,7 +156,11 @@ class MessageProcessor:
 
     async def redeliver(self, entry: IntakeEntry) -> bool:
         """Recovery: send an `answered` reply that never went out. False: skipped."""
-        if self._closing or self.is_busy(entry.chat_key) or not self._delivers(entry.platform):
+        if (
+            self._closing
+            or self.is_busy(entry.chat_key)
+            or not self._outbox.delivers(entry.platform)
+        ):
             return False
         if entry.reply_turn_id is None:
             return False
@@ -175,7 +179,7 @@ class MessageProcessor:
     async def _duplicate(self, message: InboundMessage) -> str | None:
         """A re-delivered message: nothing new is answered. A caller that must deliver the
         reply itself (HTTP retry) waits for the first try's stored reply."""
-        if self._delivers(message.platform) or message.message_id is None:
+        if self._outbox.delivers(message.platform) or message.message_id is None:
             log.info(
                 "duplicate delivery of %s message %s ignored", message.chat_key, message.message_id
             )
@@ -199,9 +203,6 @@ class MessageProcessor:
                 return None
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
-
-    def _delivers(self, platform: str) -> bool:
-        return self._outbox.delivers(platform)
 
     async def _run(
         self,
@@ -296,7 +297,7 @@ class MessageProcessor:
             log.warning("model call failed for %s: %s (%s)", message.chat_key, exc.kind, exc)
             apology = APOLOGY.get(exc.kind, GENERIC_APOLOGY)
             return await self._apologise(entry, message, user_turn, apology, stream)
-        delivers = self._delivers(message.platform)
+        delivers = self._outbox.delivers(message.platform)
         # HTTP: the response is the delivery; a recovered one waits for the caller's retry.
         final: TurnState = "delivered" if not delivers and not late else "answered"
         turns = [user_turn, *(self._bot_turn(message, draft) for draft in result.drafts())]
