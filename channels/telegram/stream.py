@@ -150,11 +150,6 @@ class TelegramStream:
                 wait = self._next_at - clock.monotonic()
                 if wait > 0:
                     await clock.sleep(wait)
-                if self._closed:
-                    # close() holds the lock while it waits for this task to end, and on
-                    # Python 3.11 wait_for() above swallows a cancel that arrives as the
-                    # event is set: taking the lock now would wait for ever.
-                    return
                 async with self._lock:
                     if self._closed:
                         return
