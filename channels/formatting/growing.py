@@ -22,11 +22,8 @@ def close_open_marks(text: str) -> str:
     fences = list(_FENCE.finditer(text))
     if len(fences) % 2 == 1:  # inside a code block: nothing inline to close
         return text
-    if fences:
-        prose_end = fences[-1].end()
-        head, tail = text[: fences[0].start()], text[prose_end:]
-        return head + text[fences[0].start() : prose_end] + _close_inline(tail)
-    return _close_inline(text)
+    prose_from = fences[-1].end() if fences else 0  # after the last closed block
+    return text[:prose_from] + _close_inline(text[prose_from:])
 
 
 def _close_inline(text: str) -> str:
