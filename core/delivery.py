@@ -112,6 +112,13 @@ class Outbox:
         )
         return True
 
+    async def send_proactive(self, outbound: OutboundMessage) -> Sent:
+        """A message no inbound message asked for at this moment (a reminder, a scheduled
+        task's answer): sent through the same channel code as replies. Raises
+        DeliveryError when the chat cannot be reached now (no such channel running, the
+        platform refused it, an HTTP chat with no push target)."""
+        return await self._send(outbound, None)
+
     async def tell(self, outbound: OutboundMessage, stream: ReplyStream | None = None) -> None:
         """Best effort, for a message that is settled already (an apology)."""
         try:

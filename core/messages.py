@@ -74,6 +74,9 @@ class OutboundMessage:
     # A channel's record of messages already showing this reply (a stream that died):
     # complete those instead of sending a second copy. See core/streaming.py.
     resume: dict[str, Any] | None = None
+    # Address this person in a group (a Telegram mention, a QQ at): a proactive message
+    # such as a reminder, sent when nobody in the chat asked for it at that moment.
+    mention_user_id: str | None = None
 
 
 @dataclass(frozen=True)
