@@ -42,6 +42,7 @@ from core.tools.search import SearchBackend, duckduckgo_backend
 from core.usage.meter import UsageMeter, UsageRecorder, WallClock, utc_now
 from core.usage.quota import QuotaGuard, QuotaLimits
 from core.workspace.files import ensure_workspace
+from memory.chat_kinds import ChatKinds
 from memory.chat_settings_cache import CachedChatSettings
 from memory.store import SqlStorage, open_storage
 
@@ -217,6 +218,7 @@ class App:
             policy=dispatcher.policy,
             http_routes=(console.register,) if console is not None else (),
             addressed=dispatcher.addressed,
+            chat_kind=ChatKinds(path.storage.database).kind,
         )
         for spec in CHANNELS:
             if spec.enabled(settings, self.mode, deps):

@@ -36,6 +36,8 @@ class ChannelDeps:
     http_routes: tuple[Callable[[Any], None], ...] = ()
     # Better: the dispatcher's whole answer (access, the group's own wake words, triggers).
     addressed: Callable[[InboundMessage], bool] | None = None
+    # The stored kind of a chat ("private"/"group"), so the HTTP API binds its chats.
+    chat_kind: Callable[[str, str], Awaitable[str | None]] | None = None
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ def _http(deps: ChannelDeps) -> Channel:
         deps.health_source,
         extra_health=deps.extra_health,
         registrars=deps.http_routes,
+        chat_kind=deps.chat_kind,
     )
 
 

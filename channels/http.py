@@ -14,6 +14,8 @@ is a JSON `{"error": reason}` the caller can act on.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import hmac
 import json
 import logging
@@ -26,6 +28,8 @@ from aiohttp import web
 
 from channels.base import ChannelHealth, MessageHandler
 from channels.config import HttpConfig
+from channels.http_server import ConnectionCap, body_deadline, descriptors, fitting_connections
+from channels.web_guard import cross_site_reason
 from core.inject import clean_name
 from core.messages import (
     ChatType,
@@ -45,6 +49,10 @@ RouteRegistrar = Callable[[web.Application], None]
 PLATFORM = "http"
 MAX_TEXT_CHARS = 16_000
 MAX_ID_CHARS = 128
+LINGER_S = 2.0
+# json.loads turns a digit string into an int before anyone can check its length (and
+# over 4,300 digits Python refuses with a ValueError); ids are at most MAX_ID_CHARS.
+MAX_NUMBER_CHARS = MAX_ID_CHARS
 _FIELDS = {
     "user_id",
     "chat_id",
@@ -87,18 +95,39 @@ class ChatRequest:
             sender_id=self.user_id,
             sender_name=self.sender_name,
             text=self.text,
-            message_id=self.message_id,
+            message_id=scoped_message_id(self.user_id, self.message_id),
             mentions_bot=self.mentions_bot,
             reply_to_bot=self.reply_to_bot,
         )
 
 
+def scoped_message_id(user_id: str, message_id: str | None) -> str | None:
+    """The stored message id: the caller's id scoped to its sender.
+
+    Why: the daemon treats (platform, chat, message id) as one message (a repeat is
+    answered once, with the first answer). HTTP callers choose their ids freely, so two
+    users in one group may both send "1"; scoped, Bob's "1" is his own message, never a
+    repeat of Alice's (nor an answer with her reply). The sender is a 64-bit digest so
+    the key fits the 128-character column (a long id is digested with it).
+    """
+    if message_id is None:
+        return None
+    user = hashlib.blake2b(user_id.encode(), digest_size=8, person=b"chatterd-http")
+    scoped = f"{message_id}~{user.hexdigest()}"
+    if len(scoped) <= MAX_ID_CHARS:
+        return scoped
+    both = hashlib.blake2b(f"{user_id}\x00{message_id}".encode(), digest_size=16)
+    return f"~{both.hexdigest()}"
+
+
 def parse_chat_request(body: bytes) -> ChatRequest:
     """Validate a request body; raise RequestError(400/413) naming what is wrong."""
     try:
-        data = json.loads(body)
+        data = json.loads(body, parse_int=_bounded_int)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RequestError(400, f"body is not valid JSON: {_short(exc)}") from None
+    except ValueError:  # e.g. a number Python will not convert; never a 500
+        raise RequestError(400, "body is not valid JSON: a value cannot be read") from None
     except RecursionError:
         raise RequestError(400, "body is not valid JSON: nested too deeply") from None
     if not isinstance(data, dict):
@@ -116,6 +145,11 @@ def parse_chat_request(body: bytes) -> ChatRequest:
         raise RequestError(400, 'chat_type must be "private" or "group"')
     chat_type = ChatType(chat_type_raw)
     chat_id = _id_field(data, "chat_id", required=chat_type is ChatType.GROUP)
+    if chat_type is ChatType.PRIVATE and chat_id is not None and chat_id != user_id:
+        # A private chat is one person's: its history reaches that person's model requests.
+        raise RequestError(
+            403, "a private chat belongs to its user: chat_id must equal user_id (or be left out)"
+        )
     text = data.get("text")
     if text is None:
         raise RequestError(400, "missing field: text")
@@ -139,6 +173,13 @@ def parse_chat_request(body: bytes) -> ChatRequest:
         mentions_bot=_bool_field(data, "mentions_bot"),
         reply_to_bot=_bool_field(data, "reply_to_bot"),
     )
+
+
+def _bounded_int(digits: str) -> int:
+    """json.loads' parse_int: refuse an over-long number before converting it."""
+    if len(digits) > MAX_NUMBER_CHARS:
+        raise RequestError(400, f"a number is longer than {MAX_NUMBER_CHARS} digits")
+    return int(digits)
 
 
 def clean_text(text: str) -> str:
@@ -198,17 +239,23 @@ class HttpChannel:
         max_body_bytes: int = 64 * 1024,
         extra_health: Callable[[], Awaitable[dict[str, Any]]] | None = None,
         registrars: Sequence[RouteRegistrar] = (),
+        chat_kind: Callable[[str, str], Awaitable[str | None]] | None = None,
     ) -> None:
+        """`chat_kind(platform, chat_id)`: the stored chat's kind, so a group request
+        cannot name a private chat (nor the reverse); None: not checked (tests)."""
         if max_body_bytes < 1:
             raise ValueError("max_body_bytes must be positive")
         self._config = config
         self._health_source = health_source
         self._extra_health = extra_health
         self._registrars = tuple(registrars)
+        self._chat_kind = chat_kind
         self._max_body = max_body_bytes
         self._token = config.token.get_secret_value().encode() if config.token else None
         self._handler: MessageHandler | None = None
         self._runner: web.AppRunner | None = None
+        self._listener: asyncio.Server | None = None
+        self._cap: ConnectionCap | None = None
         self._health = ChannelHealth()
         self.port: int | None = None
 
@@ -217,30 +264,52 @@ class HttpChannel:
         if self._runner is not None:
             raise RuntimeError("HTTP channel already started")
         self._handler = handler
-        app = web.Application(client_max_size=self._max_body, middlewares=[_json_errors])
+        config = self._config
+        app = web.Application(
+            client_max_size=self._max_body,
+            middlewares=[_json_errors, body_deadline(config.body_timeout_s)],
+        )
         app.router.add_post("/v1/chat", self._chat)
         app.router.add_get("/healthz", self._healthz)
         for register in self._registrars:
             register(app)
         # No access log: the benchmark pushes hundreds of requests a second through here.
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
+        # keepalive_timeout bounds the wait for a complete request (channels/http_server.py).
+        # lingering_time: how long a refused body is still drained (aiohttp's 10 s default
+        # would let a trickling client hold its connection that much longer).
+        runner = web.AppRunner(
+            app,
+            access_log=None,
+            shutdown_timeout=5.0,
+            keepalive_timeout=config.header_timeout_s,
+            lingering_time=LINGER_S,
+        )
         await runner.setup()
+        assert runner.server is not None
+        self._cap = ConnectionCap(runner.server, fitting_connections(config.max_connections))
         try:
-            site = web.TCPSite(runner, self._config.host, self._config.port)
-            await site.start()
+            listener = await asyncio.get_running_loop().create_server(
+                self._cap, config.host, config.port, reuse_address=True
+            )
         except BaseException:
             await runner.cleanup()
             raise
+        self._listener = listener
         self._runner = runner
-        self.port = int(runner.addresses[0][1])
+        self.port = int(listener.sockets[0].getsockname()[1])
         self._health = ChannelHealth(state="running", last_ok=datetime.now(UTC))
         log.info("HTTP API listening on http://%s:%d", self._config.host, self.port)
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None
+        listener, self._listener = self._listener, None
         self._health = ChannelHealth(state="stopped", last_ok=self._health.last_ok)
+        if listener is not None:
+            listener.close()  # no new connections; the runner then ends the open ones
         if runner is not None:
             await runner.cleanup()
+        if listener is not None:
+            await listener.wait_closed()
 
     async def send(self, message: OutboundMessage) -> Sent:
         # Request/response only: nobody is listening for a message nobody asked for.
@@ -253,12 +322,19 @@ class HttpChannel:
         return self._health
 
     async def _chat(self, request: web.Request) -> web.Response:
+        foreign = cross_site_reason(request)
+        if foreign is not None:  # a web page in the operator's browser, not an integration
+            return _error(403, f"refused: {foreign}")
         refusal = self._check_token(request)
         if refusal is not None:
             return refusal
+        if request.content_type != "application/json":
+            # Browsers send text/plain or form types cross-site without a preflight.
+            return _error(415, "Content-Type must be application/json")
         try:
             body = await self._read_body(request)
             chat = parse_chat_request(body)
+            await self._check_binding(chat)
         except RequestError as exc:
             return _error(exc.status, exc.reason)
         handler = self._handler
@@ -286,9 +362,15 @@ class HttpChannel:
         except Exception:
             log.exception("health source failed")
             return _error(500, "internal error")
-        degraded = any(h.state == "reconnecting" for h in channels.values())
+        fds = descriptors()
+        degraded = fds.pressure or any(h.state == "reconnecting" for h in channels.values())
         body: dict[str, Any] = {
             "status": "degraded" if degraded else "ok",
+            "descriptors": fds.as_json(),
+            "http_connections": {
+                "open": self._cap.open if self._cap is not None else 0,
+                "refused": self._cap.refused if self._cap is not None else 0,
+            },
             "channels": {
                 name: {"state": h.state, "last_ok": _iso(h.last_ok)}
                 for name, h in sorted(channels.items())
@@ -300,6 +382,22 @@ class HttpChannel:
             except Exception:
                 log.exception("health details failed")
         return web.json_response(body)
+
+    async def _check_binding(self, chat: ChatRequest) -> None:
+        """403 when the named chat is stored as the other kind: a group request naming a
+        person's private chat would put that person's history in this caller's context."""
+        if self._chat_kind is None:
+            return
+        try:
+            stored = await self._chat_kind(PLATFORM, chat.chat_id)
+        except Exception:
+            log.exception("could not read the kind of HTTP chat %s", chat.chat_id)
+            raise RequestError(503, "storage is unavailable; retry later") from None
+        if stored is None or stored == chat.chat_type.value:
+            return
+        if stored == "private":
+            raise RequestError(403, "chat_id names a private chat: it belongs to its user alone")
+        raise RequestError(403, "chat_id names a group chat: a private chat needs its own id")
 
     def _check_token(self, request: web.Request) -> web.Response | None:
         if self._token is None:
@@ -317,21 +415,15 @@ class HttpChannel:
         )
 
     async def _read_body(self, request: web.Request) -> bytes:
-        """Read at most max_body_bytes; say 413 before reading more than that."""
+        """The body, at most max_body_bytes (the body_deadline middleware has read it in
+        time and said 413 above the limit, before reading more than that)."""
         too_big = RequestError(413, f"body is larger than {self._max_body} bytes")
         if request.content_length is not None and request.content_length > self._max_body:
             raise too_big
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            chunk = await request.content.read(min(65536, self._max_body + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > self._max_body:
-                raise too_big
-        return b"".join(chunks)
+        try:
+            return await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise too_big from None
 
 
 @web.middleware

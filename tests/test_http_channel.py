@@ -14,7 +14,7 @@ import pytest
 
 from channels.base import ChannelHealth
 from channels.config import HttpConfig
-from channels.http import MAX_TEXT_CHARS, HttpChannel
+from channels.http import MAX_TEXT_CHARS, HttpChannel, scoped_message_id
 from core.messages import ChatType, DeliveryError, InboundMessage, OutboundMessage, Reply
 
 TOKEN = "s3cret-token-value"
@@ -47,7 +47,8 @@ class Harness:
         self, body: Any, *, raw: bytes | None = None, headers: Mapping[str, str] | None = None
     ) -> tuple[int, dict[str, Any], Mapping[str, str]]:
         data = raw if raw is not None else json.dumps(body).encode()
-        async with self.session.post(f"{self.base}/v1/chat", data=data, headers=headers) as resp:
+        sent = {"Content-Type": "application/json", **(headers or {})}
+        async with self.session.post(f"{self.base}/v1/chat", data=data, headers=sent) as resp:
             return resp.status, await resp.json(), resp.headers
 
 
@@ -92,7 +93,7 @@ async def test_private_message_round_trip(http: Harness) -> None:
         "u1",
         "Ann",
     )
-    assert msg.chat_type is ChatType.PRIVATE and msg.message_id == "7"
+    assert msg.chat_type is ChatType.PRIVATE and msg.message_id == scoped_message_id("u1", "7")
     assert msg.sender_key == "http:u1"
     assert http.channel.health().state == "running"
 
@@ -224,7 +225,8 @@ async def test_healthz_ok_and_degraded(http: Harness) -> None:
     http.health.update(http=ChannelHealth("running", seen), telegram=ChannelHealth("running", None))
     async with http.session.get(f"{http.base}/healthz") as resp:
         assert resp.status == 200
-        assert await resp.json() == {
+        body = await resp.json()
+        assert {key: body[key] for key in ("status", "channels")} == {
             "status": "ok",
             "channels": {
                 "http": {"state": "running", "last_ok": "2025-01-02T03:04:05+00:00"},

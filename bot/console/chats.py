@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from bot.console.charts import stacked_bar
+from bot.console.params import chat_cursor, row_id
 from bot.console.picture import picture_of, was_dropped
 from memory.chat_settings import ChatSettingsError
 from memory.models import ID_LEN, PLATFORM_LEN
@@ -25,7 +26,8 @@ def add_routes(router: web.UrlDispatcher, console: Console) -> None:
     async def chats(request: web.Request) -> web.StreamResponse:
         query = request.query
         search = query.get("q", "")[:200]
-        page = await console.browse.chats(limit=PAGE, after=query.get("after"), search=search)
+        after = chat_cursor(query.get("after"), "after")
+        page = await console.browse.chats(limit=PAGE, after=after, search=search)
         return console.render(request, "chats.html", page=page, search=search)
 
     async def chat(request: web.Request) -> web.StreamResponse:
@@ -57,8 +59,7 @@ async def _chat(console: Console, request: web.Request) -> web.Response:
     row = await console.browse.chat(platform, chat_id)
     if row is None:
         return console.missing(request, f"chat {platform}:{chat_id}")
-    before = request.query.get("before")
-    before_id = int(before) if before and before.isdigit() else None
+    before_id = row_id(request.query.get("before"), "before")
     turns = await deps.storage.recent_turns(platform, chat_id, TURNS_SHOWN, before_id)
     report = deps.last_report(platform, chat_id)
     picture = picture_of(report) if report is not None else None

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from bot.console.chats import chat_key
+from bot.console.params import row_id
 from memory.service import MemoryRefused, MemoryService
 
 if TYPE_CHECKING:
@@ -24,9 +25,7 @@ def add_routes(router: web.UrlDispatcher, console: Console) -> None:
 
     async def people(request: web.Request) -> web.StreamResponse:
         search = request.query.get("q", "")[:200]
-        page = await console.browse.people(
-            limit=PAGE, after=request.query.get("after"), search=search
-        )
+        page = await console.browse.people(limit=PAGE, after=_after(request), search=search)
         return console.render(request, "people.html", page=page, search=search)
 
     async def person(request: web.Request) -> web.StreamResponse:
@@ -79,3 +78,9 @@ def add_routes(router: web.UrlDispatcher, console: Console) -> None:
     router.add_get("/person", person)
     router.add_get("/person/export", export)
     router.add_post("/person/memory", change)
+
+
+def _after(request: web.Request) -> str | None:
+    """The page cursor, checked (a crafted value is a 400 page, not a 500)."""
+    after = request.query.get("after")
+    return str(row_id(after, "after")) if after else None

@@ -10,6 +10,7 @@ from aiohttp import web
 from sqlalchemy.engine import make_url
 
 from bot.config import mask_secrets
+from bot.console.params import row_id
 
 if TYPE_CHECKING:
     from bot.console.web import Console
@@ -19,8 +20,7 @@ PAGE = 100
 
 def add_routes(router: web.UrlDispatcher, console: Console) -> None:
     async def settings(request: web.Request) -> web.StreamResponse:
-        after = request.query.get("after")
-        after_id = int(after) if after and after.isdigit() else None
+        after_id = row_id(request.query.get("after"), "after")
         chats = await console.deps.chat_settings.listing(PAGE + 1, after_id)
         more = len(chats) > PAGE
         chats = chats[:PAGE]

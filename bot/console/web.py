@@ -32,8 +32,10 @@ from bot.console.auth import (
     system_clock,
 )
 from bot.console.fmt import format_age, format_time
+from bot.console.params import BadInput, sign_in_target
 from bot.console.recent import RecentErrors
 from channels.base import ChannelHealth
+from channels.web_guard import SAFE_METHODS, cross_site_reason
 from core.context.report import ContextReport
 from memory.activity import Activity
 from memory.browse import Browse
@@ -51,7 +53,6 @@ CSP = (
     "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; "
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
-SAFE_METHODS = {"GET", "HEAD"}
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -168,6 +169,9 @@ class Console:
             refusal = await self._check_session(request)
         try:
             response = refusal if refusal is not None else await handler(request)
+        except BadInput as exc:  # a crafted page number or redirect target: say so, 400
+            response = self.render(request, "bad_request.html", reason=str(exc))
+            response.set_status(400)
         except web.HTTPException as exc:  # 404 and the like: plain text, same headers
             if exc.status < 400:
                 raise
@@ -183,13 +187,8 @@ class Console:
 
     @staticmethod
     def _foreign(request: web.Request) -> web.Response | None:
-        """403 for a request another site's page made (its Origin, or Sec-Fetch-Site)."""
-        origin = request.headers.get("Origin")
-        own = f"{request.scheme}://{request.host}"
-        if origin is not None and origin != own:
-            return _refuse("Refused: this request came from another site.")
-        site = request.headers.get("Sec-Fetch-Site")
-        if request.method not in SAFE_METHODS and site in ("cross-site", "same-site"):
+        """403 for a request another site's page made (channels.web_guard, as the API)."""
+        if cross_site_reason(request) is not None:
             return _refuse("Refused: this request came from another site.")
         return None
 
@@ -230,6 +229,8 @@ class Console:
 
     async def _sign_in(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()
+        next_given = form.get("next")
+        target = sign_in_target(next_given if isinstance(next_given, str) else None)
         expected = request.cookies.get(PRE_COOKIE)
         given = form.get("csrf")
         if not expected or not isinstance(given, str) or given != expected:
@@ -249,9 +250,7 @@ class Console:
             return self._sign_in_page(request, "That password is wrong.", status=403)
         session = self.sessions.open()
         log.info("console: signed in from %s", address)
-        target = str(form.get("next") or "")
-        safe = target.startswith(f"{PREFIX}/") and not target.startswith(f"{PREFIX}//")
-        response = see_other(target if safe else url("/"))
+        response = see_other(target or url("/"))
         self._cookie(response, COOKIE, session.token, path=PREFIX)
         response.del_cookie(PRE_COOKIE, path=f"{PREFIX}/sign-in")
         return response
@@ -295,8 +294,7 @@ def url(path: str, **query: object) -> str:
 
 
 def _next(request: web.Request) -> str:
-    target = request.query.get("next", "")
-    return target if target.startswith(f"{PREFIX}/") else ""
+    return sign_in_target(request.query.get("next"))
 
 
 def _refuse(reason: str) -> web.Response:
