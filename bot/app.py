@@ -42,8 +42,10 @@ from core.tools.search import SearchBackend, duckduckgo_backend
 from core.usage.meter import UsageMeter, UsageRecorder, WallClock, utc_now
 from core.usage.quota import QuotaGuard, QuotaLimits
 from core.workspace.files import ensure_workspace
+from memory.capacity import ConnectionBudget, budget_problem, server_limit
 from memory.chat_kinds import ChatKinds
 from memory.chat_settings_cache import CachedChatSettings
+from memory.migrate import Database
 from memory.store import SqlStorage, open_storage
 
 log = logging.getLogger(__name__)
@@ -145,13 +147,17 @@ class App:
         options = ProcessorOptions(
             history_limit=settings.context.history_limit,
             max_in_flight=settings.bot.max_in_flight,
+            max_waiting=settings.bot.max_waiting,
             message_suffix=settings.context.message_suffix,
         )
         if self._seams.storage is not None:
             self.storage = self._seams.storage
         else:
             self.storage = await open_storage(
-                settings.storage.url, lock_pool_size=options.max_in_flight
+                settings.storage.url,
+                lock_pool_size=options.max_in_flight,
+                pool_size=settings.storage.pool_size,
+                before_migrate=self._check_connection_budget,
             )
             self._stack.push_async_callback(self.storage.close)
         self.chat_settings = chat_settings = CachedChatSettings(self.storage.chat_settings)
@@ -270,6 +276,28 @@ class App:
         )
         self.console = Console(deps, web.password.get_secret_value())
         return self.console
+
+    async def _check_connection_budget(self, database: Database) -> None:
+        """PostgreSQL: stop at start (exit 2, one line) when the configured replicas'
+        pools cannot fit the server's max_connections (memory/capacity.py)."""
+        if database.dialect != "postgresql":
+            return
+        budget = ConnectionBudget(
+            replicas=self.settings.storage.replicas,
+            pool_size=self.settings.storage.pool_size,
+            lock_pool_size=self.settings.bot.max_in_flight,
+        )
+        limit = await server_limit(database)
+        problem = budget_problem(budget, limit)
+        if problem is not None:
+            raise StartupError(problem)
+        log.info(
+            "storage: up to %d connections per replica, %d for %d replica(s) of %d usable",
+            budget.per_replica,
+            budget.total,
+            budget.replicas,
+            limit.usable,
+        )
 
     async def _stop_recovery(self, task: asyncio.Task[None]) -> None:
         self._recovery_stop.set()

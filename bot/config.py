@@ -50,6 +50,9 @@ class BotConfig(Section):
     # Turns answered at once across chats (one chat is always one at a time). On
     # PostgreSQL each holds a connection for its chat lock: stay under max_connections.
     max_in_flight: int = Field(64, ge=1, le=4096)
+    # Accepted turns waiting for a place beyond max_in_flight; past it new work is turned
+    # away (HTTP: 503 + Retry-After, nothing stored; Telegram/QQ: kept pending for recovery).
+    max_waiting: int = Field(1024, ge=0, le=100_000)
     # Nothing lost: accepted messages a dead process left open are finished by recovery.
     recovery_interval_s: float = Field(10.0, gt=0, le=3600)
     recover_within_s: float = Field(900.0, ge=0)  # older ones expire; 0 turns recovery off
@@ -125,6 +128,11 @@ class VisionConfig(Section):
 class StorageConfig(Section):
     # sqlite+aiosqlite:// (the older spelling) still works and means the same as sqlite://.
     url: str = "sqlite:///data/chatterd.sqlite"
+    # PostgreSQL: connections for reads and writes per daemon (chat locks take another
+    # [bot] max_in_flight); `replicas` daemons share the server, and `chatterd run` stops
+    # when replicas x (pool_size + max_in_flight) cannot fit its max_connections.
+    pool_size: int = Field(20, ge=1, le=1000)
+    replicas: int = Field(1, ge=1, le=1000)
 
     @field_validator("url")
     @classmethod

@@ -18,7 +18,7 @@ from bot.access import AccessRules
 from bot.commands import Commands
 from bot.config import Settings
 from core.messages import ChatType, InboundMessage, Reply
-from core.processor import GENERIC_APOLOGY, MessageProcessor, ShuttingDown
+from core.processor import GENERIC_APOLOGY, MessageProcessor, Overloaded, ShuttingDown
 from core.ratelimit import RATE_NOTICE, RateDecision, RateLimiter
 from core.triggers import TriggerPolicy, is_command
 from core.usage.quota import ALLOWED as QUOTA_OK
@@ -29,6 +29,7 @@ from memory.chat_settings_cache import CachedChatSettings
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_S = 10.0  # what a caller is told to wait during a restart
+OVERLOAD_RETRY_S = 2.0  # ... and when too many turns are in flight and waiting
 # The console is the operator at their own terminal (`chatterd chat`): never limited.
 UNLIMITED_PLATFORMS = frozenset({"console"})
 _ALLOWED = RateDecision(True)
@@ -128,6 +129,8 @@ class Dispatcher:
             text = await self._processor.handle(message)
         except ShuttingDown:
             return Reply("", retry_after_s=RETRY_AFTER_S)
+        except Overloaded:  # nothing was stored: the caller sends it again later
+            return Reply("", retry_after_s=OVERLOAD_RETRY_S)
         return Reply(text) if text else None
 
     def addressed(self, message: InboundMessage) -> bool:

@@ -349,7 +349,8 @@ class HttpChannel:
         if reply is not None and reply.retry_after_s is not None:
             return _error(
                 503,
-                "restarting: the message is kept; send it again with the same message_id",
+                "not answered now (restarting or busy): send it again with the same "
+                "message_id after Retry-After",
                 headers={"Retry-After": str(round(reply.retry_after_s))},
             )
         if reply is None:

@@ -29,6 +29,7 @@ class ChatSerializer:
             raise ValueError("max_in_flight must be >= 1")
         self._global = asyncio.Semaphore(max_in_flight)
         self._queues: dict[str, deque[asyncio.Future[None]]] = {}
+        self._places = 0  # places taken and not yet left: turns in flight plus waiting
 
     def reserve(self, chat_key: str) -> ChatTicket:
         """Take the next place in this chat's queue now; `async with` it to wait for it."""
@@ -37,6 +38,7 @@ class ChatSerializer:
         if not queue:
             place.set_result(None)
         queue.append(place)
+        self._places += 1
         return ChatTicket(self, chat_key, place)
 
     @asynccontextmanager
@@ -52,9 +54,15 @@ class ChatSerializer:
     def active_chats(self) -> int:
         return len(self._queues)
 
+    @property
+    def places(self) -> int:
+        """Turns holding a place here: in flight, or waiting for their chat or a slot."""
+        return self._places
+
     def _leave(self, chat_key: str, place: asyncio.Future[None]) -> None:
         queue = self._queues[chat_key]
         queue.remove(place)
+        self._places -= 1
         if not queue:
             del self._queues[chat_key]
         elif not queue[0].done():

@@ -50,6 +50,11 @@ class ShuttingDown(Exception):
     """The message was accepted and will be answered after the restart."""
 
 
+class Overloaded(Exception):
+    """Too many turns in flight and waiting: the message was not accepted (nothing is
+    stored); the caller is told to send it again later."""
+
+
 REPORTS_KEPT = 10_000  # /context reports remembered, most recent chats first
 # Turns images into "(Image N: ...)" notes, optional passthrough parts, and content hashes.
 ImageReader = Callable[[InboundMessage], Awaitable[ImageNotes]]
@@ -59,6 +64,7 @@ ImageReader = Callable[[InboundMessage], Awaitable[ImageNotes]]
 class ProcessorOptions:
     history_limit: int = 200
     max_in_flight: int = 64
+    max_waiting: int = 1024  # turns waiting beyond max_in_flight before work is turned away
     message_suffix: str = ""  # appended to every user message, e.g. a tool-access note
 
 
@@ -108,6 +114,8 @@ class MessageProcessor:
         duplicate delivery of a message handled elsewhere. Raises ShuttingDown during a
         drain: the message is stored and answered after the restart.
         """
+        if self._overloaded():
+            return await self._turn_away(message)
         place = self._serial.reserve(message.chat_key)  # arrival order, before any await
         try:
             entry = await self._store.intake.accept(intake_draft(message))
@@ -120,6 +128,27 @@ class MessageProcessor:
                 return await self._duplicate(message)
             raise ShuttingDown
         return await self._run(entry, message, place, late=False)
+
+    def _overloaded(self) -> bool:
+        return self._serial.places >= self._options.max_in_flight + self._options.max_waiting
+
+    async def _turn_away(self, message: InboundMessage) -> str | None:
+        """Overload, decided before anything is stored or started: a caller that can send
+        again (HTTP) is told to (Overloaded, nothing stored); a message a platform will not
+        send again is stored `pending` and left to recovery, which answers it once there
+        is room (here or on another replica). Never half-accepted."""
+        if not self._outbox.delivers(message.platform):
+            raise Overloaded
+        entry = await self._store.intake.accept(intake_draft(message))
+        if entry is None:
+            return await self._duplicate(message)
+        log.warning(
+            "overloaded (%d turns in flight or waiting): message %s in %s kept for recovery",
+            self._serial.places,
+            message.message_id,
+            message.chat_key,
+        )
+        return None
 
     def is_busy(self, chat_key: str) -> bool:
         """Accepted messages of this chat are in flight (or queued) in this process."""
@@ -134,24 +163,28 @@ class MessageProcessor:
         """
         if self._closing or self.is_busy(entry.chat_key):
             return False
-        async with self._store.try_chat_lock(entry.platform, entry.chat_id) as free:
-            if not free:
-                return False
-            fresh = await self._store.intake.get(entry.id)
-            if fresh is None or fresh.state != "pending" or self.is_busy(entry.chat_key):
-                return False
-            if fresh.attempts >= MAX_ATTEMPTS:
-                log.error(
-                    "giving up on message %s in %s: %d attempts died without an answer",
-                    fresh.platform_message_id,
-                    fresh.chat_key,
-                    fresh.attempts,
-                )
-                await self._store.intake.move(fresh.id, "failed", expected=["pending"])
-                return True
-            message = restored_message(fresh, self._routes)
-            place = self._serial.reserve(fresh.chat_key)
-            await self._run(fresh, message, place, late=True, locked=True)
+        # The place (and a slot of max_in_flight) first, the chat lock's connection second,
+        # like every turn: a sweep holding lock connections while it waited for slots
+        # held by turns waiting for lock connections was a deadlock under overload.
+        place = self._serial.reserve(entry.chat_key)
+        async with self._tasks.track(), place:
+            async with self._store.try_chat_lock(entry.platform, entry.chat_id) as free:
+                if not free:
+                    return False
+                fresh = await self._store.intake.get(entry.id)
+                if fresh is None or fresh.state != "pending":
+                    return False
+                if fresh.attempts >= MAX_ATTEMPTS:
+                    log.error(
+                        "giving up on message %s in %s: %d attempts died without an answer",
+                        fresh.platform_message_id,
+                        fresh.chat_key,
+                        fresh.attempts,
+                    )
+                    await self._store.intake.move(fresh.id, "failed", expected=["pending"])
+                    return True
+                message = restored_message(fresh, self._routes)
+                await self._answer_entry(fresh, message, late=True)
         return True
 
     async def redeliver(self, entry: IntakeEntry) -> bool:
@@ -204,6 +237,36 @@ class MessageProcessor:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
 
+    async def _answered_elsewhere(
+        self, entry: IntakeEntry, message: InboundMessage, late: bool
+    ) -> str | None:
+        """Someone else settled this message first (another replica's recovery took it
+        while it waited here for a place). A caller waiting for the reply in its response
+        (HTTP) gets that answer, never an empty one; a pushing channel sends nothing more."""
+        if late or self._outbox.delivers(message.platform):
+            return None
+        return await self._stored_answer(entry.id)
+
+    async def _stored_answer(self, entry_id: int) -> str | None:
+        """Wait (bounded) for the intake row's reply; None when it failed or expired."""
+        deadline = asyncio.get_running_loop().time() + DUPLICATE_WAIT_S
+        delay = 0.05
+        while True:
+            entry = await self._store.intake.get(entry_id)
+            if entry is None or entry.state in ("failed", "expired"):
+                return None
+            if entry.state in ("answered", "delivered") and entry.reply_turn_id is not None:
+                reply = await self._store.turn_content(entry.reply_turn_id)
+                if reply is not None:
+                    await self._store.intake.move(entry.id, "delivered", expected=["answered"])
+                    return reply.content
+            if self._closing:
+                raise ShuttingDown
+            if asyncio.get_running_loop().time() > deadline:
+                return None
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
     async def _run(
         self,
         entry: IntakeEntry,
@@ -211,11 +274,8 @@ class MessageProcessor:
         place: ChatTicket,
         *,
         late: bool,
-        locked: bool = False,
     ) -> str | None:
         async with self._tasks.track(), place:
-            if locked:
-                return await self._answer_entry(entry, message, late)
             async with self._store.chat_lock(message.platform, message.chat_id):
                 return await self._answer_entry(entry, message, late)
 
@@ -302,7 +362,7 @@ class MessageProcessor:
         final: TurnState = "delivered" if not delivers and not late else "answered"
         turns = [user_turn, *(self._bot_turn(message, draft) for draft in result.drafts())]
         if not await self._store.settle(entry.id, turns, final):
-            return None
+            return await self._answered_elsewhere(entry, message, late)
         # What fell out of this context: the oldest turns of the history it was given.
         self._maybe_compact(message, found.history[: built.report.history_dropped], found.summary)
         if not delivers:
@@ -321,7 +381,7 @@ class MessageProcessor:
         """A model failure: the user turn is kept, the message is `failed` (not retried
         later), and the user is told so (in place of any preview already shown)."""
         if not await self._store.settle(entry.id, [user_turn], "failed"):
-            return None
+            return await self._answered_elsewhere(entry, message, False)
         if not self._outbox.delivers(message.platform):
             return text
         await self._outbox.tell(reply_for(message, text, late=False), stream)

@@ -159,7 +159,7 @@ class Database:
     `lock_pool_size` > 0 (PostgreSQL only) keeps that many connections for advisory locks.
     """
 
-    def __init__(self, target: Target, *, pool_size: int = 10, lock_pool_size: int = 0) -> None:
+    def __init__(self, target: Target, *, pool_size: int = 20, lock_pool_size: int = 0) -> None:
         self.target = target
         self.dialect = "sqlite" if target.is_sqlite else "postgresql"
         self._closed = False
@@ -172,7 +172,8 @@ class Database:
                 SQLITE_READ_THREADS, thread_name_prefix="chatterd-db-read"
             )
             return
-        self._engine = _postgres_engine(target, pool_size, max_overflow=pool_size)
+        # No overflow: the pool is exactly what the connection budget counted (capacity.py).
+        self._engine = _postgres_engine(target, pool_size, max_overflow=0)
         self._autocommit = self._engine.execution_options(isolation_level="AUTOCOMMIT")
         if lock_pool_size > 0:
             # Locks wait as long as a turn may take; the pool bounds connections held.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any
 
@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 __all__ = ["SqlStorage", "open_storage"]
 
 LOCK_POOL_SIZE = 20
+POOL_SIZE = 20
 
 
 class _Duplicate(Exception):
@@ -317,15 +318,23 @@ def _title_of(turn: NewTurn, sender_name: str | None) -> str | None:
 
 
 async def open_storage(
-    url: str, *, migrate: bool = True, lock_pool_size: int = LOCK_POOL_SIZE
+    url: str,
+    *,
+    migrate: bool = True,
+    lock_pool_size: int = LOCK_POOL_SIZE,
+    pool_size: int = POOL_SIZE,
+    before_migrate: Callable[[Database], Awaitable[None]] | None = None,
 ) -> SqlStorage:
     """Open (and by default migrate) the database at `url`.
 
     `lock_pool_size` bounds the PostgreSQL connections chat_lock holds at once; keep the
-    daemon's number of chats in flight at or below it.
+    daemon's number of chats in flight at or below it; `pool_size` bounds the others.
+    `before_migrate(database)` runs first (the daemon checks the connection budget).
     """
-    database = Database(parse_url(url), lock_pool_size=lock_pool_size)
+    database = Database(parse_url(url), pool_size=pool_size, lock_pool_size=lock_pool_size)
     try:
+        if before_migrate is not None:
+            await before_migrate(database)
         if migrate:
             await database.migrate(upgrade_connection)
         else:

@@ -1,0 +1,69 @@
+"""Will this many daemons fit the PostgreSQL server's connection limit?
+
+Why: each daemon opens up to `pool_size` connections for reads and writes plus one per
+chat in flight for its chat lock. Two replicas at the defaults asked a default server
+(max_connections 100) for far more than it has; the server then refused connections at
+random points of random turns, and messages were left half-done: accepted but never
+answered, or answered and sent again. Checking at start turns that into one line and
+exit status 2 before anything is accepted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import text
+
+from memory.migrate import Database
+
+_LIMITS = text(
+    "SELECT current_setting('max_connections')::int, "
+    "current_setting('superuser_reserved_connections')::int, "
+    "coalesce(current_setting('reserved_connections', true), '0')::int"
+)
+
+
+@dataclass(frozen=True)
+class ConnectionBudget:
+    """What the replicas will open at most, per the configuration."""
+
+    replicas: int
+    pool_size: int  # [storage] pool_size: reads and writes
+    lock_pool_size: int  # [bot] max_in_flight: one chat lock each
+
+    @property
+    def per_replica(self) -> int:
+        return self.pool_size + self.lock_pool_size
+
+    @property
+    def total(self) -> int:
+        return self.replicas * self.per_replica
+
+
+@dataclass(frozen=True)
+class ServerLimit:
+    max_connections: int
+    reserved: int  # for superusers (and pg_use_reserved_connections on 16+)
+
+    @property
+    def usable(self) -> int:
+        return max(0, self.max_connections - self.reserved)
+
+
+async def server_limit(database: Database) -> ServerLimit:
+    """The server's max_connections and the slots reserved out of it."""
+    row = await database.read(lambda conn: conn.execute(_LIMITS).one())
+    return ServerLimit(max_connections=int(row[0]), reserved=int(row[1]) + int(row[2]))
+
+
+def budget_problem(budget: ConnectionBudget, limit: ServerLimit) -> str | None:
+    """One line naming the keys when the budget does not fit, else None."""
+    if budget.total <= limit.usable:
+        return None
+    return (
+        f"storage: {budget.replicas} replica(s) x {budget.per_replica} connections "
+        f"([storage] pool_size {budget.pool_size} + [bot] max_in_flight "
+        f"{budget.lock_pool_size}) = {budget.total} do not fit PostgreSQL max_connections "
+        f"{limit.max_connections} ({limit.usable} after {limit.reserved} reserved); lower "
+        f"[bot] max_in_flight or [storage] pool_size, or raise max_connections"
+    )
