@@ -164,6 +164,7 @@ class DaemonProcess:
                 "enabled = true",
                 'host = "127.0.0.1"',
                 f"port = {self.port}",
+                "max_connections = 4096",  # the slow run holds 1,000 connections at once
                 "",
             ]
         )

@@ -4,6 +4,7 @@ loopback, attacked the way the issue's report did. Each test failed before its f
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -13,6 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from channels.http import scoped_message_id
 from tests.console_support import Running, client, console_settings, running, sign_in
 from tests.fakes.openai_server import FakeOpenAI, last_user_text
 
@@ -205,3 +207,45 @@ async def test_crlf_in_the_sign_in_target_is_a_400_page(
         ) as done:
             assert done.status == 303 and done.headers["Location"] == "/console/chats"
     assert errors_logged(caplog) == []
+
+
+# -- 2. overload: turned away, never half-accepted ---------------------------------------
+
+
+async def test_past_the_waiting_line_http_is_told_to_come_back(
+    tmp_path: Path, database_url: str, model: FakeOpenAI
+) -> None:
+    settings = console_settings(
+        tmp_path,
+        database_url,
+        model,
+        bot={"max_in_flight": 1, "max_waiting": 1, "rate_limit_per_min": 0},
+    )
+    async with running(settings) as run, aiohttp.ClientSession() as session:
+        model.pause()
+
+        def say(n: int) -> dict[str, Any]:
+            name = f"p{n}"
+            return {"user_id": name, "chat_type": "private", "text": name, "message_id": "1"}
+
+        first = asyncio.create_task(post(session, run, say(1)))  # in flight (model paused)
+        await model.wait_for_requests(1, timeout_s=15)
+        second = asyncio.create_task(post(session, run, say(2)))  # waits for a place
+        for _ in range(200):
+            if run.app.processor is not None and run.app.processor.is_busy("http:p2"):
+                break
+            await asyncio.sleep(0.02)
+        async with session.post(
+            f"{run.base}/v1/chat", json=say(3), headers={"Content-Type": "application/json"}
+        ) as refused:
+            assert refused.status == 503 and int(refused.headers["Retry-After"]) > 0
+            assert "send it again" in (await refused.json())["error"]
+        storage = run.app.storage
+        assert storage is not None
+        assert await storage.intake.by_message("http", "p3", scoped_message_id("p3", "1")) is None
+        model.resume()
+        assert [(await first)[1]["reply"], (await second)[1]["reply"]] == [
+            "answer: p1",
+            "answer: p2",
+        ]
+        assert await post(session, run, say(3)) == (200, {"reply": "answer: p3", "private": False})
