@@ -9,7 +9,10 @@ unsolicited message, and `send()` drops it (logged at debug).
 Why it is strict: a typo'd field name ("chatid") would otherwise route a message into the
 wrong conversation, and a huge body would be read into memory before anyone said no. So
 unknown fields are refused, sizes are checked before the body is read, and every refusal
-is a JSON `{"error": reason}` the caller can act on.
+is a JSON `{"error": reason}` the caller can act on. Hostile callers (issue 24): a web
+page in the operator's browser is refused (`channels/web_guard.py`, JSON only), message
+ids are scoped to their sender, a private chat is its user's alone, and slow or numerous
+connections are bounded (`channels/http_server.py`).
 """
 
 from __future__ import annotations
