@@ -144,6 +144,7 @@ class App:
         options = ProcessorOptions(
             history_limit=settings.context.history_limit,
             max_in_flight=settings.bot.max_in_flight,
+            max_in_flight_per_user=settings.bot.max_in_flight_per_user,
             message_suffix=settings.context.message_suffix,
         )
         if self._seams.storage is not None:
@@ -313,6 +314,9 @@ class App:
             mode=vision.mode,
             max_bytes=vision.max_bytes,
             max_side=vision.max_side,
+            max_pixels=int(vision.max_megapixels * 1_000_000),
+            concurrency=vision.concurrency,
+            per_chat=vision.concurrency_per_chat,
             timeout_s=llm.timeout_s,
             meter=meter,
         )

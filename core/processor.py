@@ -59,6 +59,7 @@ ImageReader = Callable[[InboundMessage], Awaitable[ImageNotes]]
 class ProcessorOptions:
     history_limit: int = 200
     max_in_flight: int = 64
+    max_in_flight_per_user: int = 8  # one sender's turns across chats (a hung model)
     message_suffix: str = ""  # appended to every user message, e.g. a tool-access note
 
 
@@ -95,7 +96,9 @@ class MessageProcessor:
         self._outbox = Outbox(routes, store.intake)
         self._summaries = TaskTracker("summary")
         self._tool_guide = tool_loop.guide()
-        self._serial = ChatSerializer(self._options.max_in_flight)
+        self._serial = ChatSerializer(
+            self._options.max_in_flight, self._options.max_in_flight_per_user
+        )
         self._tasks = TaskTracker()
         self._closing = False
         self._last_reports: LRUCache[str, ContextReport] = LRUCache(maxsize=REPORTS_KEPT)
@@ -108,7 +111,8 @@ class MessageProcessor:
         duplicate delivery of a message handled elsewhere. Raises ShuttingDown during a
         drain: the message is stored and answered after the restart.
         """
-        place = self._serial.reserve(message.chat_key)  # arrival order, before any await
+        # arrival order, before any await
+        place = self._serial.reserve(message.chat_key, message.sender_key)
         try:
             entry = await self._store.intake.accept(intake_draft(message))
         except BaseException:
@@ -150,7 +154,7 @@ class MessageProcessor:
                 await self._store.intake.move(fresh.id, "failed", expected=["pending"])
                 return True
             message = restored_message(fresh, self._routes)
-            place = self._serial.reserve(fresh.chat_key)
+            place = self._serial.reserve(fresh.chat_key, message.sender_key)
             await self._run(fresh, message, place, late=True, locked=True)
         return True
 

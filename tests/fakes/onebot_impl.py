@@ -426,6 +426,11 @@ class MediaServer:
         self.files: dict[str, tuple[bytes, str]] = {}
         self.redirects: dict[str, str] = {}
         self.hits: list[str] = []
+        # Names listed in `slow` are answered only once `gate` is set (a hung host);
+        # `waiting` counts requests held there now.
+        self.slow: set[str] = set()
+        self.gate = asyncio.Event()
+        self.waiting = 0
         app = web.Application()
         app.router.add_get("/{name:.*}", self._handle)
         self.runner = web.AppRunner(app, shutdown_timeout=0.5)
@@ -442,6 +447,12 @@ class MediaServer:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["name"]
         self.hits.append(name)
+        if name in self.slow:
+            self.waiting += 1
+            try:
+                await self.gate.wait()
+            finally:
+                self.waiting -= 1
         if name in self.redirects:
             raise web.HTTPFound(self.redirects[name])
         if name not in self.files:
@@ -450,6 +461,7 @@ class MediaServer:
         return web.Response(body=body, content_type=kind)
 
     async def close(self) -> None:
+        self.gate.set()
         await self.runner.cleanup()
 
 
