@@ -19,13 +19,20 @@ MAX_TEXT_CHARS = 16_000
 _LINE_BREAKS = re.compile("\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 # Brackets and colons that read like the "[" "]" ":" of our speaker prefix: full-width
 # forms, CJK corner and lenticular brackets, small and mathematical look-alikes.
-_OPEN_LIKE = "[\uff3b\u3010\u3014\u3016\u3018\u301a\u27e6\u2045\u2772\ufe5d\uff62\u300c\u300e\u298b\u298d\u298f"
-_CLOSE_LIKE = "]\uff3d\u3011\u3015\u3017\u3019\u301b\u27e7\u2046\u2773\ufe5e\uff63\u300d\u300f\u298c\u298e\u2990"
+_OPEN_LIKE = (
+    "[\uff3b\u3010\u3014\u3016\u3018\u301a\u27e6\u2045\u2772\ufe5d\uff62\u300c\u300e"
+    "\u298b\u298d\u298f"
+)
+_CLOSE_LIKE = (
+    "]\uff3d\u3011\u3015\u3017\u3019\u301b\u27e7\u2046\u2773\ufe5e\uff63\u300d\u300f"
+    "\u298c\u298e\u2990"
+)
 _COLON_LIKE = ":\uff1a\ufe55\ufe13\ua789\u2236\u02f8\u0589\u05c3\u1361\u1804\u2982\ufe30"
 # Invisible characters that could sit between the parts of a prefix without showing.
 _PAD = "\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff"
 _BRACKETS = str.maketrans(
-    dict.fromkeys(_OPEN_LIKE.replace("[", ""), "(") | dict.fromkeys(_CLOSE_LIKE.replace("]", ""), ")")
+    dict.fromkeys(_OPEN_LIKE.replace("[", ""), "(")
+    | dict.fromkeys(_CLOSE_LIKE.replace("]", ""), ")")
 )
 # A line beginning like "[Alice]: ..." (or "［Alice］：...") would read as another
 # speaker's turn.

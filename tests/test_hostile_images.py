@@ -21,7 +21,7 @@ import pytest
 
 from channels.onebot.channel import OneBotChannel
 from memory.store import SqlStorage
-from tests.fakes.onebot_impl import FakeLink, FakeOneBot, MediaServer
+from tests.fakes.onebot_impl import FakeLink, FakeOneBot, MediaServer, eventually
 from tests.fakes.openai_server import FakeOpenAI, content_text, last_user_text
 from tests.fakes.telegram_server import FakeTelegram, private_chat, user
 from tests.rig import settings_for
@@ -45,7 +45,9 @@ def bomb_png(width: int, height: int) -> bytes:
     row = b"\x00" + bytes((width + 7) // 8)
     packer = zlib.compressobj(9)
     body = b"".join(packer.compress(row) for _ in range(height)) + packer.flush()
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", body) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", body) + chunk(b"IEND", b"")
+    )
 
 
 def chat_model(body: dict[str, Any]) -> str:
@@ -111,7 +113,12 @@ async def test_a_telegram_file_is_read_only_up_to_the_cap_whatever_getfile_said(
     cap = 1_000_000
     total = 128 * 1024 * 1024  # what a 200-300 MB upload looks like, smaller
     settings = settings_for(
-        tmp_path, database_url, chat, vision, telegram=telegram_section(tg), vision={"max_bytes": cap}
+        tmp_path,
+        database_url,
+        chat,
+        vision,
+        telegram=telegram_section(tg),
+        vision={"max_bytes": cap},
     )
     async with daemon(settings):
         file_id = tg.add_large_file(PNG, total, reported_size=reported)
@@ -130,6 +137,29 @@ async def test_a_telegram_file_is_read_only_up_to_the_cap_whatever_getfile_said(
     assert sent.params["text"] == "echo: [Alice Liddell]: huge"
 
 
+async def test_a_qq_image_url_is_read_only_up_to_the_cap(
+    tmp_path: Path, database_url: str, chat: FakeOpenAI, vision: FakeOpenAI
+) -> None:
+    media = await MediaServer().start()
+    media.streams["huge.png"] = (PNG, 128 * 1024 * 1024)  # chunked: no size is claimed
+    impl = FakeOneBot(self_id=QQ_SELF)
+    settings = settings_for(
+        tmp_path, database_url, chat, vision, onebot=QQ_MEDIA, vision={"max_bytes": 1_000_000}
+    )
+    try:
+        async with daemon(settings) as app:
+            link = await connect(app, impl)
+            event = impl.group_message(at_bot("huge", f"{media.base}/huge.png"))
+            await link.send_event(event)
+            await link.next_action("send_group_msg")
+    finally:
+        await impl.close()
+        await media.close()
+    assert media.served["huge.png"] < 24 * 1024 * 1024, media.served
+    assert vision.requests == []
+    assert "(Image 1: not read: larger than the 1 MB limit)" in last_user(chat)
+
+
 async def connect(app: Any, impl: FakeOneBot) -> FakeLink:
     (channel,) = app.channels
     assert isinstance(channel, OneBotChannel)
@@ -143,7 +173,9 @@ def at_bot(text: str, *images: str) -> list[dict[str, Any]]:
         {"type": "at", "data": {"qq": str(QQ_SELF)}},
         {"type": "text", "data": {"text": f" {text}"}},
     ]
-    segments += [{"type": "image", "data": {"file": url.rsplit("/", 1)[-1], "url": url}} for url in images]
+    segments += [
+        {"type": "image", "data": {"file": url.rsplit("/", 1)[-1], "url": url}} for url in images
+    ]
     return segments
 
 
@@ -166,7 +198,7 @@ async def test_slow_images_in_one_chat_do_not_hold_up_another_chats_photo(
             link = await connect(app, impl)
             slow = [f"{media.base}/slow{n}.png" for n in range(3)]
             await link.send_event(impl.group_message(at_bot("three", *slow), group_id=30003))
-            await asyncio.wait_for(_until(lambda: media.waiting >= 2), 5)
+            await eventually(lambda: media.waiting >= 2, 5.0)
             fast = impl.group_message(
                 at_bot("one", f"{media.base}/fast.png"), user_id=20005, group_id=30004
             )
@@ -223,8 +255,3 @@ async def test_one_senders_hung_turns_do_not_make_another_chat_wait(
         finally:
             release.set()
             await impl.close()
-
-
-async def _until(predicate: Any) -> None:
-    while not predicate():
-        await asyncio.sleep(0.01)

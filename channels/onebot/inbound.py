@@ -33,9 +33,7 @@ from core.messages import ChatType, ImageRef, InboundMessage, Reply
 log = logging.getLogger(__name__)
 
 Deliver = Callable[[str, InboundMessage, Reply], Awaitable[None]]
-TEXT_CUT_NOTICE = (
-    "Your message was too long for me: I read only its first {limit} characters."
-)
+TEXT_CUT_NOTICE = "Your message was too long for me: I read only its first {limit} characters."
 Spawn = Callable[[Coroutine[Any, Any, object]], None]
 
 

@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 from cachetools import LRUCache
 
+from core.fairness import FairLimiter
 from core.llm import LLMError, LLMProvider
 from core.media.data_url import data_url
-from core.fairness import FairLimiter
 from core.media.imaging import (
     DEFAULT_MAX_PIXELS,
     DEFAULT_MAX_SIDE,
@@ -174,7 +174,6 @@ class VisionReader:
             except (LLMError, TimeoutError, ValueError) as exc:
                 log.warning("image could not be described: %s", type(exc).__name__)
                 return UNREADABLE, None, digest
-
 
     def _too_large_note(self) -> str:
         return f"not read: larger than the {_size(self._max_bytes)} limit"
