@@ -67,7 +67,8 @@ class TelegramFiles:
         headers = {"Accept-Encoding": "identity"}
         try:
             async with (
-                aiohttp.ClientSession(auto_decompress=False) as session,
+                # trust_env: the proxy settings the Bot API calls use (httpx honours them)
+                aiohttp.ClientSession(auto_decompress=False, trust_env=True) as session,
                 session.get(url, headers=headers, allow_redirects=False) as response,
             ):
                 if response.status != 200:
