@@ -148,6 +148,7 @@ class App:
             history_limit=settings.context.history_limit,
             max_in_flight=settings.bot.max_in_flight,
             max_waiting=settings.bot.max_waiting,
+            max_in_flight_per_user=settings.bot.max_in_flight_per_user,
             message_suffix=settings.context.message_suffix,
         )
         if self._seams.storage is not None:
@@ -343,6 +344,9 @@ class App:
             mode=vision.mode,
             max_bytes=vision.max_bytes,
             max_side=vision.max_side,
+            max_pixels=int(vision.max_megapixels * 1_000_000),
+            concurrency=vision.concurrency,
+            per_chat=vision.concurrency_per_chat,
             timeout_s=llm.timeout_s,
             meter=meter,
         )

@@ -53,6 +53,9 @@ class BotConfig(Section):
     # Accepted turns waiting for a place beyond max_in_flight; past it new work is turned
     # away (HTTP: 503 + Retry-After, nothing stored; Telegram/QQ: kept pending for recovery).
     max_waiting: int = Field(1024, ge=0, le=100_000)
+    # Of those, one sender's turns across all their chats (a model hung on one person's
+    # requests must not make every other chat wait); at most max_in_flight.
+    max_in_flight_per_user: int = Field(8, ge=1, le=4096)
     # Nothing lost: accepted messages a dead process left open are finished by recovery.
     recovery_interval_s: float = Field(10.0, gt=0, le=3600)
     recover_within_s: float = Field(900.0, ge=0)  # older ones expire; 0 turns recovery off
@@ -122,6 +125,10 @@ class VisionConfig(Section):
     model: str = "gpt-4o-mini"
     max_bytes: int = Field(10 * 1024 * 1024, ge=1024)
     max_side: int = Field(2048, ge=64, le=8192)  # longer images are downscaled first
+    # Larger images are refused from their header, never decoded (decompression bombs).
+    max_megapixels: float = Field(24.0, gt=0, le=500)
+    concurrency: int = Field(4, ge=1, le=64)  # images read at once, in all chats
+    concurrency_per_chat: int = Field(2, ge=1, le=64)  # of those, per chat and per sender
     fallbacks: list[EndpointConfig] = []  # describe mode; cool-down from [llm] cooldown_s
 
 

@@ -83,6 +83,9 @@ class OnebotConfig(Section):
     allow_private_media_hosts: list[str] = []
     forward_over_chars: int = Field(1500, ge=0)  # longer replies: one merged-forward message
     send_interval_s: float = Field(1.0, ge=0.0, le=60.0)  # between two sends of one account
+    # Longer incoming messages keep their start only (the sender is told); a 15 MB
+    # message is never stored whole.
+    max_text_chars: int = Field(8000, ge=100, le=1_000_000)
 
     @model_validator(mode="after")
     def _forward_needs_url(self) -> OnebotConfig:

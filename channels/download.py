@@ -23,6 +23,8 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import ThreadedResolver
 from yarl import URL
 
+from core.messages import TooLarge
+
 log = logging.getLogger(__name__)
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -39,8 +41,8 @@ class DownloadRefused(DownloadError):
     """Refused by policy (scheme, private address, too many redirects)."""
 
 
-class DownloadTooLarge(DownloadError):
-    """The body is larger than the configured cap."""
+class DownloadTooLarge(DownloadError, TooLarge):
+    """The body is larger than the configured cap (reading stopped there)."""
 
 
 class _BlockedAddress(OSError):

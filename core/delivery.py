@@ -96,10 +96,20 @@ class Outbox:
         self, entry_id: int, outbound: OutboundMessage, stream: ReplyStream | None = None
     ) -> bool:
         """Send (or finish the preview with) the reply; the row becomes `delivered` once
-        the platform confirmed it. False: not delivered now, recovery tries again."""
+        the platform confirmed it, `failed` when it can never be delivered. False: not
+        delivered now, recovery tries again."""
         try:
             sent = await self._send(outbound, stream)
         except DeliveryError as exc:
+            if exc.permanent:
+                log.warning(
+                    "reply to %s:%s can never be delivered (%s); message settled as failed",
+                    outbound.platform,
+                    outbound.chat_id,
+                    exc,
+                )
+                await self._intake.move(entry_id, "failed", expected=["answered"])
+                return True
             log.warning(
                 "reply to %s:%s not delivered yet (%s); recovery will try again",
                 outbound.platform,

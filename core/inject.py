@@ -14,8 +14,33 @@ import unicodedata
 MAX_NAME_CHARS = 64
 MAX_TEXT_CHARS = 16_000
 
-# A line beginning like "[Alice]: ..." would read as another speaker's turn.
-_SPEAKER_PREFIX = re.compile(r"^(\s*)\[([^\]\n]{0,80})\]\s*:", re.MULTILINE)
+# Every character a reader may take for the end of a line (what str.splitlines() splits
+# on): a message line may start after any of them, not only after "\n".
+_LINE_BREAKS = re.compile("\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+# Brackets and colons that read like the "[" "]" ":" of our speaker prefix: full-width
+# forms, CJK corner and lenticular brackets, small and mathematical look-alikes.
+_OPEN_LIKE = (
+    "[\uff3b\u3010\u3014\u3016\u3018\u301a\u27e6\u2045\u2772\ufe5d\uff62\u300c\u300e"
+    "\u298b\u298d\u298f"
+)
+_CLOSE_LIKE = (
+    "]\uff3d\u3011\u3015\u3017\u3019\u301b\u27e7\u2046\u2773\ufe5e\uff63\u300d\u300f"
+    "\u298c\u298e\u2990"
+)
+_COLON_LIKE = ":\uff1a\ufe55\ufe13\ua789\u2236\u02f8\u0589\u05c3\u1361\u1804\u2982\ufe30"
+# Invisible characters that could sit between the parts of a prefix without showing.
+_PAD = "\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff"
+_BRACKETS = str.maketrans(
+    dict.fromkeys(_OPEN_LIKE.replace("[", ""), "(")
+    | dict.fromkeys(_CLOSE_LIKE.replace("]", ""), ")")
+)
+# A line beginning like "[Alice]: ..." (or "［Alice］：...") would read as another
+# speaker's turn.
+_SPEAKER_PREFIX = re.compile(
+    rf"^([\s{_PAD}]*)([{re.escape(_OPEN_LIKE)}][^\n{re.escape(_CLOSE_LIKE)}]{{0,80}}"
+    rf"[{re.escape(_CLOSE_LIKE)}][\s{_PAD}]*[{re.escape(_COLON_LIKE)}])",
+    re.MULTILINE,
+)
 # Explicit bidi embeddings/overrides/isolates and the directional marks.
 _BIDI_CONTROLS = frozenset(
     "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
@@ -55,7 +80,7 @@ def clean_name(name: str | None, fallback: str = "", *, limit: int = MAX_NAME_CH
         elif not _hidden(char, category):
             kept.append(char)
     cleaned = _SPACES.sub(" ", "".join(kept)).strip()
-    cleaned = cleaned.replace("[", "(").replace("]", ")")
+    cleaned = cleaned.replace("[", "(").replace("]", ")").translate(_BRACKETS)
     if len(cleaned) > limit:
         cleaned = _cut(cleaned, limit).strip()
     return cleaned if _visible(cleaned) else fallback
@@ -79,11 +104,16 @@ def _visible(text: str) -> bool:
 
 
 def defuse_text(text: str) -> str:
-    """Keep the user's words but stop lines from posing as a different speaker."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    """Keep the user's words but stop lines from posing as a different speaker.
+
+    Every Unicode line break becomes "\n" (a model may read U+2028 or a form feed as a new
+    line just as well), then any line that starts like a speaker prefix, ASCII or a
+    look-alike, is marked `(quoted)`.
+    """
+    text = _LINE_BREAKS.sub("\n", text)
     if len(text) > MAX_TEXT_CHARS:
         text = text[:MAX_TEXT_CHARS] + " …(message cut: too long)"
-    return _SPEAKER_PREFIX.sub(lambda m: f"{m.group(1)}(quoted) [{m.group(2)}]:", text)
+    return _SPEAKER_PREFIX.sub(lambda m: f"{m.group(1)}(quoted) {m.group(2)}", text)
 
 
 def inject(

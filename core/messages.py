@@ -103,8 +103,18 @@ class Sent:
     message_ids: tuple[str, ...] = ()
 
 
+class TooLarge(Exception):
+    """Refused by a size limit before it was read whole (a file over the byte cap)."""
+
+
 class DeliveryError(Exception):
     """A reply the channel could not hand to the platform; the turn stays `answered`.
 
-    str(exc) is for the operator log and carries no secrets.
+    str(exc) is for the operator log and carries no secrets. `permanent`: it can never
+    be delivered (a chat id the platform cannot address, a user who blocked the bot), so
+    the message is settled `failed` at once instead of being retried by every sweep.
     """
+
+    def __init__(self, reason: str, *, permanent: bool = False) -> None:
+        super().__init__(reason)
+        self.permanent = permanent

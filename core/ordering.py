@@ -6,8 +6,10 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Coroutine
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
+
+from core.fairness import FairLimiter
 
 log = logging.getLogger(__name__)
 
@@ -24,22 +26,25 @@ class ChatSerializer:
     and forgotten when idle, so memory stays bounded by the chats with work in flight.
     """
 
-    def __init__(self, max_in_flight: int) -> None:
+    def __init__(self, max_in_flight: int, per_source: int | None = None) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
-        self._global = asyncio.Semaphore(max_in_flight)
+        # One sender's turns (across all their chats) hold at most `per_source` of the
+        # global slots, so their hung turns cannot make every other chat wait.
+        self._limit = FairLimiter(max_in_flight, per_source or max_in_flight)
         self._queues: dict[str, deque[asyncio.Future[None]]] = {}
         self._places = 0  # places taken and not yet left: turns in flight plus waiting
 
-    def reserve(self, chat_key: str) -> ChatTicket:
-        """Take the next place in this chat's queue now; `async with` it to wait for it."""
+    def reserve(self, chat_key: str, source_key: str | None = None) -> ChatTicket:
+        """Take the next place in this chat's queue now; `async with` it to wait for it.
+        `source_key` (the sender) is bounded per source when the turn runs."""
         place: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         queue = self._queues.setdefault(chat_key, deque())
         if not queue:
             place.set_result(None)
         queue.append(place)
         self._places += 1
-        return ChatTicket(self, chat_key, place)
+        return ChatTicket(self, chat_key, place, source_key)
 
     @asynccontextmanager
     async def turn(self, chat_key: str) -> AsyncIterator[None]:
@@ -72,23 +77,36 @@ class ChatSerializer:
 class ChatTicket:
     """One place in a chat's queue: held from `reserve()` until left or released."""
 
-    def __init__(self, serial: ChatSerializer, chat_key: str, place: asyncio.Future[None]):
+    def __init__(
+        self,
+        serial: ChatSerializer,
+        chat_key: str,
+        place: asyncio.Future[None],
+        source_key: str | None = None,
+    ):
         self._serial = serial
         self._chat_key = chat_key
         self._place = place
+        self._keys = (f"source:{source_key}",) if source_key else ()
+        self._slot: AbstractAsyncContextManager[None] | None = None
         self._left = False
 
     async def __aenter__(self) -> None:
         try:
             await self._place
-            await self._serial._global.acquire()
+            slot = self._serial._limit.slot(*self._keys)
+            await slot.__aenter__()
+            self._slot = slot
         except BaseException:
             self.release()
             raise
 
     async def __aexit__(self, *exc_info: object) -> None:
-        self._serial._global.release()
-        self.release()
+        try:
+            if self._slot is not None:
+                await self._slot.__aexit__(None, None, None)
+        finally:
+            self.release()
 
     def release(self) -> None:
         """Give the place up (also when it was never waited for); idempotent."""

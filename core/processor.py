@@ -65,6 +65,7 @@ class ProcessorOptions:
     history_limit: int = 200
     max_in_flight: int = 64
     max_waiting: int = 1024  # turns waiting beyond max_in_flight before work is turned away
+    max_in_flight_per_user: int = 8  # one sender's turns across chats (a hung model)
     message_suffix: str = ""  # appended to every user message, e.g. a tool-access note
 
 
@@ -101,7 +102,9 @@ class MessageProcessor:
         self._outbox = Outbox(routes, store.intake)
         self._summaries = TaskTracker("summary")
         self._tool_guide = tool_loop.guide()
-        self._serial = ChatSerializer(self._options.max_in_flight)
+        self._serial = ChatSerializer(
+            self._options.max_in_flight, self._options.max_in_flight_per_user
+        )
         self._tasks = TaskTracker()
         self._closing = False
         self._last_reports: LRUCache[str, ContextReport] = LRUCache(maxsize=REPORTS_KEPT)
@@ -116,7 +119,8 @@ class MessageProcessor:
         """
         if self._overloaded():
             return await self._turn_away(message)
-        place = self._serial.reserve(message.chat_key)  # arrival order, before any await
+        # arrival order, before any await
+        place = self._serial.reserve(message.chat_key, message.sender_key)
         try:
             entry = await self._store.intake.accept(intake_draft(message))
         except BaseException:
@@ -166,7 +170,7 @@ class MessageProcessor:
         # The place (and a slot of max_in_flight) first, the chat lock's connection second,
         # like every turn: a sweep holding lock connections while it waited for slots
         # held by turns waiting for lock connections was a deadlock under overload.
-        place = self._serial.reserve(entry.chat_key)
+        place = self._serial.reserve(entry.chat_key, f"{entry.platform}:{entry.sender_id}")
         async with self._tasks.track(), place:
             async with self._store.try_chat_lock(entry.platform, entry.chat_id) as free:
                 if not free:

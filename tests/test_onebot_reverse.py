@@ -204,5 +204,7 @@ async def test_stop_closes_links_and_reports_stopped(
 
 
 async def test_send_rejects_foreign_chat_ids(channel: OneBotChannel) -> None:
-    with pytest.raises(ValueError, match="not a QQ chat id"):
+    # Permanent: such a reply can never be sent, so it is settled `failed` at once.
+    with pytest.raises(DeliveryError, match="not a QQ chat id") as refused:
         await channel.send(OutboundMessage("qq", "30003", "x"))
+    assert refused.value.permanent

@@ -13,7 +13,7 @@ from PIL import Image
 
 from bot.app import Seams
 from core.llm import OpenAIProvider
-from core.media.imaging import BadImage, prepare_image
+from core.media.imaging import BadImage, TooManyPixels, prepare_image
 from core.media.vision import UNREADABLE, VisionReader
 from core.messages import ChatType, ImageRef, InboundMessage
 from tests.fakes.openai_server import FakeOpenAI
@@ -113,7 +113,8 @@ async def test_bad_images_become_could_not_be_read(provider: ProviderFactory) ->
                 ref(truncated),
             )
         )
-        assert notes.notes == [UNREADABLE] * 5
+        too_large = f"not read: larger than the {len(PNG) + 100} bytes limit"
+        assert notes.notes == [UNREADABLE, too_large, UNREADABLE, UNREADABLE, UNREADABLE]
         assert fake.requests == []  # no tokens spent on bad input
 
 
@@ -217,7 +218,7 @@ async def test_passthrough_sends_the_image_to_the_main_model(storage, tmp_path: 
 
 
 def test_prepare_image_refuses_what_it_should_not_decode() -> None:
-    with pytest.raises(BadImage, match="outside the limits"):
+    with pytest.raises(TooManyPixels, match="over the 0.005 megapixel limit"):
         prepare_image(picture("PNG", (100, 100)), max_pixels=5_000)  # a decompression-bomb guard
     with pytest.raises(BadImage, match="unsupported format BMP"):
         prepare_image(picture("BMP"))  # Pillow reads BMP, models are not promised it

@@ -89,6 +89,7 @@ class OneBotChannel:
             spawn=self._tasks.spawn,
             on_alive=self._mark_ok,
             action_timeout_s=action_timeout_s,
+            max_text_chars=config.max_text_chars,
         )
         self._server: ReverseServer | None = None
         self._client: ForwardClient | None = None

@@ -19,11 +19,60 @@ ImageRefFactory = Callable[[str, str], ImageRef]  # (url, file name) -> lazy ima
 
 
 class InvalidEvent(ValueError):
-    """A message event missing what every message must have."""
+    """A message event missing what every message must have, or with ids we cannot use."""
+
+
+# QQ numbers (users, groups, accounts) are positive and fit in a signed 64-bit integer;
+# message ids are 32-bit on every implementation we know (go-cqhttp's may be negative),
+# some send them as strings. Anything else (a float, a dict, -42, 300 characters) is
+# refused at the edge: it could never be answered, and would only make a poison row.
+_MAX_ID = 2**63 - 1
+MAX_ID_CHARS = 64
+
+
+def qq_number(value: Any) -> str | None:
+    """A user, group or account number as text; None when `value` is not a sane one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value) if 0 < value <= _MAX_ID else None
+    if isinstance(value, str) and 0 < len(value) <= 19 and value.isascii() and value.isdigit():
+        return value if 0 < int(value) <= _MAX_ID else None
+    return None
+
+
+def message_id_of(value: Any) -> str | None:
+    """A message id as text; None when `value` is not a sane one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value) if -_MAX_ID <= value <= _MAX_ID else None
+    if (
+        isinstance(value, str)
+        and 0 < len(value) <= MAX_ID_CHARS
+        and value.isascii()
+        and value.isprintable()
+        and not any(c.isspace() for c in value)
+    ):
+        return value
+    return None
+
+
+DEFAULT_MAX_TEXT_CHARS = 8000
+
+
+def cut_text(text: str, limit: int) -> str:
+    """The start of an over-long message and a note the model reads; short text as is."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n…(message cut: only its first {limit} of {len(text)} characters kept)"
 
 
 def to_inbound(
-    frame: dict[str, Any], self_id: str | None, image_ref: ImageRefFactory
+    frame: dict[str, Any],
+    self_id: str | None,
+    image_ref: ImageRefFactory,
+    max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
 ) -> tuple[InboundMessage, ParsedMessage] | None:
     """Map one `post_type: message` event. None for the bot's own messages.
 
@@ -33,33 +82,48 @@ def to_inbound(
     user_id, kind = frame.get("user_id"), frame.get("message_type")
     if user_id is None or kind not in ("group", "private"):
         raise InvalidEvent("no user_id or unknown message_type")
-    sender_id = str(user_id)
+    sender_id = qq_number(user_id)
+    if sender_id is None:
+        raise InvalidEvent(f"user_id is not a QQ number ({_shown(user_id)})")
+    message_id = frame.get("message_id")
+    if message_id is not None and message_id_of(message_id) is None:
+        raise InvalidEvent(f"message_id is not a usable id ({_shown(message_id)})")
     if self_id is not None and sender_id == self_id:
         return None
     if kind == "group":
         if frame.get("group_id") is None:
             raise InvalidEvent("group message without group_id")
-        chat_id, chat_type = f"group:{frame['group_id']}", ChatType.GROUP
+        group_id = qq_number(frame["group_id"])
+        if group_id is None:
+            raise InvalidEvent(f"group_id is not a QQ group number ({_shown(frame['group_id'])})")
+        chat_id, chat_type = f"group:{group_id}", ChatType.GROUP
     else:
         chat_id, chat_type = f"private:{sender_id}", ChatType.PRIVATE
     segments = normalize_message(frame.get("message"))
     if not segments and isinstance(frame.get("raw_message"), str):
         segments = normalize_message(frame["raw_message"])
     parsed = interpret(segments, self_id)
-    message_id = frame.get("message_id")
+    if parsed.reply_to is not None and message_id_of(parsed.reply_to) is None:
+        parsed = replace(parsed, reply_to=None)  # a quote of nothing we could look up
     message = InboundMessage(
         platform="qq",
         chat_id=chat_id,
         chat_type=chat_type,
         sender_id=sender_id,
         sender_name=display_name(frame, sender_id, group=chat_type is ChatType.GROUP),
-        text=parsed.text,
+        text=cut_text(parsed.text, max_text_chars),
         images=tuple(image_ref(img.url, img.file) for img in parsed.images),
         mentions_bot=parsed.mentions_self,
-        message_id=str(message_id) if message_id is not None else None,
+        message_id=message_id_of(message_id),
         timestamp=timestamp(frame.get("time")),
     )
     return message, parsed
+
+
+def _shown(value: Any) -> str:
+    """What the log line says about a bad id: its type and a short prefix, never all of it."""
+    text = repr(value)
+    return f"{type(value).__name__} {text[:24]}{'…' if len(text) > 24 else ''}"
 
 
 def with_reply(message: InboundMessage, target: str | None, self_id: str | None) -> InboundMessage:

@@ -17,15 +17,23 @@ from channels.base import MessageHandler
 from channels.download import DownloadError, SafeDownloader
 from channels.onebot.actions import OneBotError
 from channels.onebot.connections import ConnectionRegistry
-from channels.onebot.events import InvalidEvent, id_param, to_inbound, with_reply
+from channels.onebot.events import (
+    DEFAULT_MAX_TEXT_CHARS,
+    InvalidEvent,
+    id_param,
+    qq_number,
+    to_inbound,
+    with_reply,
+)
 from channels.onebot.message import ParsedMessage
 from channels.onebot.outbound import Authors
 from channels.onebot.transport import OneBotConnection
-from core.messages import ImageRef, InboundMessage, Reply
+from core.messages import ChatType, ImageRef, InboundMessage, Reply
 
 log = logging.getLogger(__name__)
 
 Deliver = Callable[[str, InboundMessage, Reply], Awaitable[None]]
+TEXT_CUT_NOTICE = "Your message was too long for me: I read only its first {limit} characters."
 Spawn = Callable[[Coroutine[Any, Any, object]], None]
 
 
@@ -42,6 +50,7 @@ class Inbound:
         spawn: Spawn,
         on_alive: Callable[[], None],
         action_timeout_s: float,
+        max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
     ) -> None:
         self._registry = registry
         self._authors = authors
@@ -50,13 +59,14 @@ class Inbound:
         self._spawn = spawn
         self._on_alive = on_alive
         self._action_timeout_s = action_timeout_s
+        self._max_text_chars = max_text_chars
         self.handler: MessageHandler | None = None
 
     def on_frame(self, conn: OneBotConnection, frame: dict[str, Any]) -> None:
         self._on_alive()
-        self_id = frame.get("self_id")
+        self_id = qq_number(frame.get("self_id"))
         if self_id is not None and conn.self_id is None:
-            self._registry.adopt_self_id(conn, str(self_id))
+            self._registry.adopt_self_id(conn, self_id)
         post_type = frame.get("post_type")
         if post_type == "meta_event":
             self._on_meta(conn, frame)
@@ -86,7 +96,7 @@ class Inbound:
     ) -> tuple[InboundMessage, ParsedMessage] | None:
         """Event -> InboundMessage (reply fields filled in later). None: not for us."""
         try:
-            draft = to_inbound(frame, conn.self_id, self.image_ref)
+            draft = to_inbound(frame, conn.self_id, self.image_ref, self._max_text_chars)
         except InvalidEvent as exc:
             log.warning("onebot%s: message event ignored: %s", conn.label, exc)
             return None
@@ -106,6 +116,9 @@ class Inbound:
             target = await self._reply_target(conn, parsed.reply_to)
             message = with_reply(message, target, conn.self_id)
         assert self.handler is not None
+        if len(parsed.text) > self._max_text_chars and _addressed(message):
+            notice = TEXT_CUT_NOTICE.format(limit=self._max_text_chars)
+            await self._deliver(ConnectionRegistry.key_of(conn), message, Reply(notice))
         try:
             reply = await self.handler(message)
         except Exception:
@@ -133,7 +146,7 @@ class Inbound:
             return None
         sender = data.get("sender") if isinstance(data.get("sender"), dict) else {}
         found = sender.get("user_id", data.get("user_id"))  # type: ignore[union-attr]
-        return str(found) if found is not None else None
+        return qq_number(found)
 
     def image_ref(self, url: str, file: str) -> ImageRef:
         """A lazy image: fetched (size- and host-checked) only if the vision model needs it."""
@@ -146,3 +159,9 @@ class Inbound:
             return got.data
 
         return ImageRef(fetch=fetch, name=file, locator=url)
+
+
+def _addressed(message: InboundMessage) -> bool:
+    """Spoken to the bot as far as the channel can tell (a wake word is the daemon's
+    business): a notice about the message goes only where an answer would go."""
+    return message.chat_type is ChatType.PRIVATE or message.mentions_bot or message.reply_to_bot

@@ -108,8 +108,12 @@ class Outbound:
 
     async def send(self, message: OutboundMessage, running: Callable[[], bool]) -> Sent:
         """A reply the core sends. Waits (bounded) for an account to be connected, so a
-        reply survives a reconnect; DeliveryError when it could not be sent."""
-        kind, number = parse_chat_id(message.chat_id)
+        reply survives a reconnect; DeliveryError when it could not be sent (permanent
+        when the chat id can never be addressed)."""
+        try:
+            kind, number = parse_chat_id(message.chat_id)
+        except ValueError as exc:
+            raise DeliveryError(f"onebot: {exc}", permanent=True) from None
         reply_to = message.reply_to_message_id if kind == "group" else None
         destination = Destination(kind, number, reply_to=reply_to)
         loop = asyncio.get_running_loop()

@@ -105,20 +105,31 @@ class OneBotConnection:
             return None
 
     def _on_data(self, data: str | bytes, on_frame: FrameHandler) -> None:
+        """One frame in. A frame we cannot read or handle is skipped with one log line:
+        whatever it holds (nesting deeper than the parser's recursion limit, ids of the
+        wrong type), it must never end the link and the account's other messages."""
         try:
             text = data.decode("utf-8") if isinstance(data, bytes) else data
             frame = json.loads(text)
         except (UnicodeDecodeError, ValueError) as exc:
             log.warning("onebot%s: malformed frame ignored (%s)", self.label, exc)
             return
+        except RecursionError:
+            log.warning("onebot%s: frame nested too deeply; ignored", self.label)
+            return
         if not isinstance(frame, dict):
             log.warning("onebot%s: non-object frame ignored", self.label)
             return
         self.last_seen = time.monotonic()
-        if is_response(frame):
-            self.actions.on_response(frame)
-            return
-        on_frame(self, frame)
+        try:
+            if is_response(frame):
+                self.actions.on_response(frame)
+                return
+            on_frame(self, frame)
+        except Exception as exc:  # one bad frame, never the whole link
+            log.warning(
+                "onebot%s: frame skipped: %s while handling it", self.label, type(exc).__name__
+            )
 
     async def close(self, reason: str, code: int = aiohttp.WSCloseCode.GOING_AWAY) -> None:
         self.actions.close(reason)

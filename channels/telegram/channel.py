@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Callable, Sequence
 
 from telegram import BotCommand, Message, Update
-from telegram.error import BadRequest, InvalidToken, NetworkError, TelegramError
+from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, TelegramError
 from telegram.ext import ContextTypes
 from telegram.request import HTTPXRequest
 
@@ -214,13 +214,21 @@ class TelegramChannel:
             raise ValueError(f"telegram channel cannot send a {message.platform!r} message")
         if self._sender is None:
             raise DeliveryError("the telegram channel is not started")
-        target = target_of(message)
+        try:
+            target = target_of(message)
+        except ValueError:
+            raise DeliveryError("telegram: not a chat id", permanent=True) from None
         try:
             ids = await complete(
                 self._sender, target, final_pieces(message.text), recorded(message.resume)
             )
         except TelegramError as exc:
-            raise DeliveryError(f"telegram: {self._redact(str(exc))}") from None
+            # Blocked by the user, removed from the group, a chat that does not exist:
+            # sending again on the next sweep would only fail again.
+            never = isinstance(exc, Forbidden) or (
+                isinstance(exc, BadRequest) and "chat not found" in str(exc).lower()
+            )
+            raise DeliveryError(f"telegram: {self._redact(str(exc))}", permanent=never) from None
         return Sent(tuple(str(i) for i in ids))
 
     def open_stream(

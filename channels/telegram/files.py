@@ -4,6 +4,9 @@ Why lazy: most group photos are never looked at (the bot was not called), so byt
 fetched only when the vision path asks. Why bounded: a user picks what to upload, so
 the declared size, the size getFile reports, the bytes received and the time taken are
 all capped; a refusal raises the same DownloadError family the other channels use.
+The file is streamed and reading stops at the cap whatever the sizes said: getFile may
+under-report a size or omit it, and buffering a 300 MB file before checking it is the
+memory blow-up the cap is there to prevent.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import aiohttp
 from telegram import Bot
 from telegram.error import TelegramError
 
@@ -18,6 +22,8 @@ from channels.download import DownloadError, DownloadTooLarge
 from core.messages import ImageFetcher, ImageRef
 
 log = logging.getLogger(__name__)
+
+_CHUNK = 64 * 1024
 
 
 class TelegramFiles:
@@ -42,17 +48,39 @@ class TelegramFiles:
                 async with asyncio.timeout(self._timeout_s):
                     tg_file = await self._bot.get_file(file_id)
                     self._check_size(tg_file.file_size, "reported")
-                    data = await tg_file.download_as_bytearray()
+                    if not tg_file.file_path:
+                        raise DownloadError("telegram gave no file path")
+                    return await self._read_capped(tg_file.file_path)
             except TimeoutError:
                 raise DownloadError(
                     f"telegram file took longer than {self._timeout_s:g}s"
                 ) from None
             except TelegramError as exc:
                 raise DownloadError(f"telegram file could not be fetched: {exc}") from None
-            self._check_size(len(data), "received")
-            return bytes(data)
 
         return fetch
+
+    async def _read_capped(self, url: str) -> bytes:
+        """GET the file, reading at most max_bytes + one chunk. The URL holds the bot
+        token: no error says it. Compressed transfer is refused (identity only), so the
+        bytes counted are the bytes kept."""
+        headers = {"Accept-Encoding": "identity"}
+        try:
+            async with (
+                # trust_env: the proxy settings the Bot API calls use (httpx honours them)
+                aiohttp.ClientSession(auto_decompress=False, trust_env=True) as session,
+                session.get(url, headers=headers, allow_redirects=False) as response,
+            ):
+                if response.status != 200:
+                    raise DownloadError(f"telegram file download: HTTP {response.status}")
+                self._check_size(response.content_length, "sent as")
+                data = bytearray()
+                async for chunk in response.content.iter_chunked(_CHUNK):
+                    data += chunk
+                    self._check_size(len(data), "received, at least")
+                return bytes(data)
+        except aiohttp.ClientError as exc:
+            raise DownloadError(f"telegram file download failed: {type(exc).__name__}") from None
 
     def _check_size(self, size: int | None, what: str) -> None:
         if size is not None and size > self._max_bytes:

@@ -16,10 +16,17 @@ from typing import Any, Literal
 
 from cachetools import LRUCache
 
+from core.fairness import FairLimiter
 from core.llm import LLMError, LLMProvider
 from core.media.data_url import data_url
-from core.media.imaging import DEFAULT_MAX_SIDE, BadImage, prepare_image
-from core.messages import ImageRef, InboundMessage
+from core.media.imaging import (
+    DEFAULT_MAX_PIXELS,
+    DEFAULT_MAX_SIDE,
+    BadImage,
+    TooManyPixels,
+    prepare_image,
+)
+from core.messages import ImageRef, InboundMessage, TooLarge
 from core.usage.meter import ModelCall, UsageMeter, UsageSubject
 
 log = logging.getLogger(__name__)
@@ -58,7 +65,9 @@ class VisionReader:
         max_bytes: int = 10 * 1024 * 1024,
         max_side: int = DEFAULT_MAX_SIDE,
         timeout_s: float = 60.0,
-        concurrency: int = 3,
+        concurrency: int = 4,
+        per_chat: int = 2,
+        max_pixels: int = DEFAULT_MAX_PIXELS,
         cache_entries: int = 512,
         meter: UsageMeter | None = None,
     ) -> None:
@@ -68,7 +77,11 @@ class VisionReader:
         self._max_bytes = max_bytes
         self._max_side = max_side
         self._timeout_s = timeout_s
-        self._limit = asyncio.Semaphore(concurrency)
+        self._max_pixels = max_pixels
+        # `concurrency` images at once in all, at most `per_chat` of them for one chat and
+        # `per_chat` for one sender: slow downloads or a hung vision call in one chat
+        # cannot hold every slot while another person's photo waits.
+        self._limit = FairLimiter(concurrency, per_chat)
         # Descriptions by image hash; least recently used go first. 0 entries: no cache.
         self._cache: LRUCache[str, str] | None = LRUCache(cache_entries) if cache_entries else None
         self.describe_calls = 0
@@ -80,7 +93,10 @@ class VisionReader:
         if not self._enabled:
             return ImageNotes(notes=[NOT_DESCRIBED] * len(message.images))
         who = UsageSubject.of(message)
-        results = await asyncio.gather(*(self._read_one(image, who) for image in message.images))
+        keys = (f"chat:{message.chat_key}", f"sender:{message.sender_key}")
+        results = await asyncio.gather(
+            *(self._read_one(image, who, keys) for image in message.images)
+        )
         notes = [note for note, _, _ in results]
         parts = [part for _, part, _ in results if part is not None]
         hashes = [digest for _, _, digest in results if digest]
@@ -122,22 +138,30 @@ class VisionReader:
         return self._cache.get(digest) if self._cache is not None else None
 
     async def _read_one(
-        self, image: ImageRef, who: UsageSubject
+        self, image: ImageRef, who: UsageSubject, keys: tuple[str, ...]
     ) -> tuple[str, dict[str, Any] | None, str]:
-        async with self._limit:
+        async with self._limit.slot(*keys):
             try:
                 data = await asyncio.wait_for(image.fetch(), self._timeout_s)
+            except TooLarge as exc:
+                log.info("image skipped: %s", exc)
+                return self._too_large_note(), None, ""
             except Exception as exc:  # a channel's fetch can fail in many transport ways
                 log.warning("image could not be fetched: %s", type(exc).__name__)
                 return UNREADABLE, None, ""
             if len(data) > self._max_bytes:
                 log.info("image skipped: over %d bytes", self._max_bytes)
-                return UNREADABLE, None, ""
+                return self._too_large_note(), None, ""
             digest = hashlib.sha256(data).hexdigest()  # of what was sent, before downscaling
             if self._mode == "describe" and (cached := self._cached(digest)) is not None:
                 return cached, None, digest  # the same meme again: no decode, no model call
             try:
-                ready = await asyncio.to_thread(prepare_image, data, max_side=self._max_side)
+                ready = await asyncio.to_thread(
+                    prepare_image, data, max_side=self._max_side, max_pixels=self._max_pixels
+                )
+            except TooManyPixels as exc:  # refused from its header: never decoded
+                log.info("image skipped: %s", exc)
+                return f"not read: {exc}", None, ""
             except BadImage as exc:
                 log.info("image skipped: %s", exc)
                 return UNREADABLE, None, ""
@@ -150,6 +174,15 @@ class VisionReader:
             except (LLMError, TimeoutError, ValueError) as exc:
                 log.warning("image could not be described: %s", type(exc).__name__)
                 return UNREADABLE, None, digest
+
+    def _too_large_note(self) -> str:
+        return f"not read: larger than the {_size(self._max_bytes)} limit"
+
+
+def _size(count: int) -> str:
+    if count >= 1_000_000:
+        return f"{count / 1e6:.3g} MB"
+    return f"{count / 1e3:.3g} KB" if count >= 1000 else f"{count} bytes"
 
 
 def _clean(text: str) -> str:

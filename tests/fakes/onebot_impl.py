@@ -426,6 +426,15 @@ class MediaServer:
         self.files: dict[str, tuple[bytes, str]] = {}
         self.redirects: dict[str, str] = {}
         self.hits: list[str] = []
+        # Names listed in `slow` are answered only once `gate` is set (a hung host);
+        # `waiting` counts requests held there now.
+        self.slow: set[str] = set()
+        self.gate = asyncio.Event()
+        self.waiting = 0
+        # Names in `streams` are `total` bytes (the given head, then zeros), sent chunked
+        # with no Content-Length; `served` counts what got written before the reader left.
+        self.streams: dict[str, tuple[bytes, int]] = {}
+        self.served: dict[str, int] = {}
         app = web.Application()
         app.router.add_get("/{name:.*}", self._handle)
         self.runner = web.AppRunner(app, shutdown_timeout=0.5)
@@ -442,14 +451,42 @@ class MediaServer:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["name"]
         self.hits.append(name)
+        if name in self.slow:
+            self.waiting += 1
+            try:
+                await self.gate.wait()
+            finally:
+                self.waiting -= 1
         if name in self.redirects:
             raise web.HTTPFound(self.redirects[name])
+        if name in self.streams:
+            return await self._stream(request, name)
         if name not in self.files:
             raise web.HTTPNotFound()
         body, kind = self.files[name]
         return web.Response(body=body, content_type=kind)
 
+    async def _stream(self, request: web.Request, name: str) -> web.StreamResponse:
+        head, total = self.streams[name]
+        response = web.StreamResponse(headers={"Content-Type": "image/png"})
+        response.enable_chunked_encoding()
+        self.served[name] = 0
+        try:
+            await response.prepare(request)
+            while self.served[name] < total:
+                done = self.served[name]
+                piece = (head[done : done + 65536] if done < len(head) else bytes(65536))[
+                    : total - done
+                ]
+                await response.write(piece)
+                self.served[name] = done + len(piece)
+            await response.write_eof()
+        except (ConnectionError, RuntimeError):
+            pass  # the reader hung up
+        return response
+
     async def close(self) -> None:
+        self.gate.set()
         await self.runner.cleanup()
 
 

@@ -160,8 +160,13 @@ class FakeTelegram(ChatModel):
         self._closing = False
         self._forbidden: set[int] = set()
         self._chats: dict[int, dict[str, Any]] = {}
-        self._files: dict[str, tuple[bytes, str, int]] = {}
+        self._files: dict[str, tuple[bytes, str, int | None]] = {}
         self._file_ids = itertools.count(1)
+        # Large streamed files: path -> (first bytes, total size); bytes the server wrote
+        # for each path, and how many such downloads have ended (read, cut or refused).
+        self._streams: dict[str, tuple[bytes, int]] = {}
+        self.served: dict[str, int] = {}
+        self.downloads_ended = 0
         self._sends_open = asyncio.Event()
         self._sends_open.set()
 
@@ -286,6 +291,17 @@ class FakeTelegram(ChatModel):
         self._files[file_id] = (data, f"photos/file_{n}.jpg", size)
         return file_id
 
+    def add_large_file(self, head: bytes, total: int, *, reported_size: int | None) -> str:
+        """A file of `total` bytes (`head`, then zeros) streamed in 64 KB chunks with no
+        Content-Length, while getFile reports `reported_size` (None: omits it), as for a
+        size Telegram under-reports or leaves out. `served` counts what was written."""
+        n = next(self._file_ids)
+        file_id = f"file-{n}"
+        path = f"documents/large_{n}.png"
+        self._files[file_id] = (b"", path, reported_size)
+        self._streams[path] = (head, total)
+        return file_id
+
     def add_photo(self, data: bytes, *, thumb: bytes = b"thumb") -> list[dict[str, Any]]:
         """PhotoSize list as Telegram sends it: small thumbnail first, the original last."""
         sizes = []
@@ -339,7 +355,10 @@ class FakeTelegram(ChatModel):
         if path.startswith("/file/bot"):
             if not path.startswith(file_prefix):
                 return web.Response(status=401, text="Unauthorized")
-            return self._download(path[len(file_prefix) :])
+            file_path = path[len(file_prefix) :]
+            if file_path in self._streams:
+                return await self._stream(request, file_path)
+            return self._download(file_path)
         prefix, _, method = path.lstrip("/").partition("/")
         if prefix != f"bot{self.token}":
             return _error(401, "Unauthorized")
@@ -440,14 +459,32 @@ class FakeTelegram(ChatModel):
         if file_id not in self._files:
             return _error(400, "Bad Request: invalid file_id")
         _, path, size = self._files[file_id]
-        return _ok(
-            {
-                "file_id": file_id,
-                "file_unique_id": f"u{file_id}",
-                "file_size": size,
-                "file_path": path,
-            }
-        )
+        found: dict[str, Any] = {"file_id": file_id, "file_unique_id": f"u{file_id}"}
+        if size is not None:
+            found["file_size"] = size
+        return _ok(found | {"file_path": path})
+
+    async def _stream(self, request: web.Request, file_path: str) -> web.StreamResponse:
+        head, total = self._streams[file_path]
+        response = web.StreamResponse(headers={"Content-Type": "image/png"})
+        response.enable_chunked_encoding()
+        self.served[file_path] = 0
+        try:
+            await response.prepare(request)
+            chunk = 64 * 1024
+            zeros = bytes(chunk)
+            while self.served[file_path] < total:
+                done = self.served[file_path]
+                piece = head[done : done + chunk] if done < len(head) else zeros
+                piece = piece[: total - done]
+                await response.write(piece)
+                self.served[file_path] = done + len(piece)
+            await response.write_eof()
+        except (ConnectionError, RuntimeError):
+            pass  # the reader hung up: that is what a cap looks like from here
+        finally:
+            self.downloads_ended += 1
+        return response
 
     def _download(self, file_path: str) -> web.Response:
         for data, path, _ in self._files.values():

@@ -1,0 +1,261 @@
+"""Hostile images (issue 24, items 6 and 7), through the real daemon and the fakes.
+
+6. Memory stays bounded: an image whose header declares more pixels than
+   `[vision] max_megapixels` is refused from its header with a clear note, never
+   decoded; a Telegram file whose size getFile under-reports or omits is read only up
+   to `[vision] max_bytes` — counted by the fake Bot API as bytes it managed to write.
+7. One chat's slow images or hung model turns do not hold every slot: another chat's
+   photo and another person's turn are answered while they still hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import zlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from channels.onebot.channel import OneBotChannel
+from memory.store import SqlStorage
+from tests.fakes.onebot_impl import FakeLink, FakeOneBot, MediaServer, eventually
+from tests.fakes.openai_server import FakeOpenAI, content_text, last_user_text
+from tests.fakes.telegram_server import FakeTelegram, private_chat, user
+from tests.rig import settings_for
+from tests.test_channel_e2e import PNG, daemon, exchange, telegram_section
+
+BOT = "chatterd_test_bot"
+ALICE = user(1001, "Alice", "Liddell", username="alice")
+QQ_SELF = 10001
+DESCRIPTION = "a red bicycle"
+
+
+def bomb_png(width: int, height: int) -> bytes:
+    """A real 1-bit greyscale PNG, all black: a few KB on the wire, `width*height` bytes
+    once Pillow decodes it (one byte per pixel)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
+    row = b"\x00" + bytes((width + 7) // 8)
+    packer = zlib.compressobj(9)
+    body = b"".join(packer.compress(row) for _ in range(height)) + packer.flush()
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", body) + chunk(b"IEND", b"")
+    )
+
+
+def chat_model(body: dict[str, Any]) -> str:
+    return "echo: " + (last_user_text(body) or "").splitlines()[0]
+
+
+@pytest.fixture
+async def chat() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI(reply=chat_model, model="chat-model") as fake:
+        yield fake
+
+
+@pytest.fixture
+async def vision() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI(reply=DESCRIPTION, model="vision-model") as fake:
+        yield fake
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram(username=BOT) as fake:
+        yield fake
+
+
+def last_user(chat: FakeOpenAI) -> str:
+    return content_text(chat.requests[-1]["messages"][-1]["content"])
+
+
+async def test_a_pixel_bomb_is_refused_from_its_header_with_a_note(
+    tmp_path: Path,
+    database_url: str,
+    storage: SqlStorage,
+    chat: FakeOpenAI,
+    vision: FakeOpenAI,
+    tg: FakeTelegram,
+) -> None:
+    bomb = bomb_png(6000, 6000)  # 36 megapixels in about 5 KB
+    assert len(bomb) < 100_000
+    settings = settings_for(tmp_path, database_url, chat, vision, telegram=telegram_section(tg))
+    async with daemon(settings):
+        photo = tg.add_photo(bomb)
+        sent = await exchange(
+            tg,
+            lambda: tg.push_message(private_chat(ALICE), ALICE, None, caption="look", photo=photo),
+        )
+    assert vision.requests == []  # never described, and (the note says) never decoded
+    note = "(Image 1: not read: 6000x6000 pixels is 36 megapixels, over the 24 megapixel limit)"
+    assert note in last_user(chat)
+    assert sent.params["text"] == "echo: [Alice Liddell]: look"
+    turns = await storage.recent_turns("telegram", str(ALICE["id"]), 10)
+    assert note in turns[0].content
+
+
+@pytest.mark.parametrize("reported", [1000, None], ids=["under-reported", "omitted"])
+async def test_a_telegram_file_is_read_only_up_to_the_cap_whatever_getfile_said(
+    reported: int | None,
+    tmp_path: Path,
+    database_url: str,
+    chat: FakeOpenAI,
+    vision: FakeOpenAI,
+    tg: FakeTelegram,
+) -> None:
+    cap = 1_000_000
+    total = 128 * 1024 * 1024  # what a 200-300 MB upload looks like, smaller
+    settings = settings_for(
+        tmp_path,
+        database_url,
+        chat,
+        vision,
+        telegram=telegram_section(tg),
+        vision={"max_bytes": cap},
+    )
+    async with daemon(settings):
+        file_id = tg.add_large_file(PNG, total, reported_size=reported)
+        photo = [{"file_id": file_id, "file_unique_id": "big", "width": 1280, "height": 960}]
+        sent = await exchange(
+            tg,
+            lambda: tg.push_message(private_chat(ALICE), ALICE, None, caption="huge", photo=photo),
+        )
+        await tg.wait_until(lambda: tg.downloads_ended == 1)
+    (served,) = tg.served.values()
+    # What the server got to write before chatterd hung up: the cap plus what the
+    # socket buffers hold, never the whole file.
+    assert served < 16 * 1024 * 1024, served
+    assert vision.requests == []
+    assert "(Image 1: not read: larger than the 1 MB limit)" in last_user(chat)
+    assert sent.params["text"] == "echo: [Alice Liddell]: huge"
+
+
+async def test_a_qq_image_url_is_read_only_up_to_the_cap(
+    tmp_path: Path, database_url: str, chat: FakeOpenAI, vision: FakeOpenAI
+) -> None:
+    media = await MediaServer().start()
+    media.streams["huge.png"] = (PNG, 128 * 1024 * 1024)  # chunked: no size is claimed
+    impl = FakeOneBot(self_id=QQ_SELF)
+    settings = settings_for(
+        tmp_path, database_url, chat, vision, onebot=QQ_MEDIA, vision={"max_bytes": 1_000_000}
+    )
+    try:
+        async with daemon(settings) as app:
+            link = await connect(app, impl)
+            event = impl.group_message(at_bot("huge", f"{media.base}/huge.png"))
+            await link.send_event(event)
+            await link.next_action("send_group_msg")
+    finally:
+        await impl.close()
+        await media.close()
+    assert media.served["huge.png"] < 16 * 1024 * 1024, media.served
+    assert vision.requests == []
+    assert "(Image 1: not read: larger than the 1 MB limit)" in last_user(chat)
+
+
+async def connect(app: Any, impl: FakeOneBot) -> FakeLink:
+    (channel,) = app.channels
+    assert isinstance(channel, OneBotChannel)
+    link = await impl.connect_reverse(f"ws://127.0.0.1:{channel.listen_port}/onebot/v11/ws")
+    await link.next_action("get_login_info")
+    return link
+
+
+def at_bot(text: str, *images: str) -> list[dict[str, Any]]:
+    segments: list[dict[str, Any]] = [
+        {"type": "at", "data": {"qq": str(QQ_SELF)}},
+        {"type": "text", "data": {"text": f" {text}"}},
+    ]
+    segments += [
+        {"type": "image", "data": {"file": url.rsplit("/", 1)[-1], "url": url}} for url in images
+    ]
+    return segments
+
+
+QQ = {"enabled": True, "host": "127.0.0.1", "port": 0, "send_interval_s": 0}
+QQ_MEDIA = QQ | {"allow_private_media_hosts": ["127.0.0.1"]}
+
+
+async def test_slow_images_in_one_chat_do_not_hold_up_another_chats_photo(
+    tmp_path: Path, database_url: str, chat: FakeOpenAI, vision: FakeOpenAI
+) -> None:
+    media = await MediaServer().start()
+    for n in range(3):
+        media.files[f"slow{n}.png"] = (PNG, "image/png")
+        media.slow.add(f"slow{n}.png")
+    media.files["fast.png"] = (PNG, "image/png")
+    impl = FakeOneBot(self_id=QQ_SELF)
+    settings = settings_for(tmp_path, database_url, chat, vision, onebot=QQ_MEDIA)
+    try:
+        async with daemon(settings) as app:
+            link = await connect(app, impl)
+            slow = [f"{media.base}/slow{n}.png" for n in range(3)]
+            await link.send_event(impl.group_message(at_bot("three", *slow), group_id=30003))
+            await eventually(lambda: media.waiting >= 2, 5.0)
+            fast = impl.group_message(
+                at_bot("one", f"{media.base}/fast.png"), user_id=20005, group_id=30004
+            )
+            await link.send_event(fast)
+            # Answered while the other chat's three downloads still hang (before the fix
+            # they held all three image slots until the download timeout).
+            frame = await link.next_action("send_group_msg", limit_s=5.0)
+            assert frame["params"]["group_id"] == 30004
+            assert media.waiting >= 1 and not media.gate.is_set()
+            media.gate.set()
+            done = await link.next_action("send_group_msg", limit_s=10.0)
+            assert done["params"]["group_id"] == 30003
+    finally:
+        await impl.close()
+        await media.close()
+    assert f"(Image 1: {DESCRIPTION})" in content_text(chat.requests[0]["messages"][-1]["content"])
+
+
+async def test_one_senders_hung_turns_do_not_make_another_chat_wait(
+    tmp_path: Path, database_url: str, storage: SqlStorage
+) -> None:
+    release = asyncio.Event()
+
+    async def model(body: dict[str, Any]) -> str:
+        text = last_user_text(body) or ""
+        if "hang" in text:
+            await release.wait()
+        return "echo: " + text.splitlines()[0]
+
+    impl = FakeOneBot(self_id=QQ_SELF)
+    async with FakeOpenAI(reply=model, model="chat-model") as chat:
+        settings = settings_for(
+            tmp_path,
+            database_url,
+            chat,
+            onebot=QQ,
+            bot={"max_in_flight": 2, "max_in_flight_per_user": 1},
+        )
+        try:
+            async with daemon(settings) as app:
+                link = await connect(app, impl)
+                # One person's two turns, in a group and in private, hang on the model.
+                await link.send_event(impl.group_message(at_bot("hang one"), group_id=30003))
+                await chat.wait_for_requests(1)
+                await link.send_event(impl.private_message("hang two"))
+                for _ in range(500):  # both accepted before anyone else asks
+                    if len(await storage.intake.open_entries()) == 2:
+                        break
+                    await asyncio.sleep(0.01)
+                await link.send_event(
+                    impl.group_message(at_bot("hello"), user_id=20005, group_id=30004)
+                )
+                frame = await link.next_action("send_group_msg", limit_s=5.0)
+                assert frame["params"]["group_id"] == 30004
+                assert not release.is_set()
+                release.set()
+                await link.next_action("send_private_msg", limit_s=10.0)
+        finally:
+            release.set()
+            await impl.close()
