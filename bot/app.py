@@ -24,6 +24,7 @@ from bot.usage_command import UsageCommand
 from channels.base import Channel, ChannelHealth
 from core.context import ContextBuilder
 from core.context.compaction import CompactionOptions, Compactor
+from core.context.tail import turn_material
 from core.context.tokens import TokenCounter, get_counter
 from core.delivery import ChannelRoutes
 from core.llm import (
@@ -59,7 +60,7 @@ class Seams:
     storage: SqlStorage | None = None  # opened by the caller, who also closes it
     search: SearchBackend | None = None  # instead of DuckDuckGo
     read_images: ImageReader | None = None  # instead of the `[vision]` reader
-    clock: WallClock | None = None  # the UTC wall clock usage days and quotas go by
+    clock: WallClock | None = None  # UTC wall clock: usage days, quotas, the time block
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,8 @@ class App:
             reply_tokens=settings.llm.reply_tokens,
             bot_name=settings.bot.name,
             timezone=settings.bot.timezone,
+            turn_material=turn_material(settings),
+            clock=self._clock,  # the trusted time block too (a test's clock crosses minutes)
         )
         self.processor = MessageProcessor(
             store=self.storage,
