@@ -11,12 +11,12 @@ import asyncio
 import logging
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.bot_command import BotCommand
 from bot.commands import Commands
 from bot.config import Settings
-from bot.console import Console, ConsoleDeps, RecentErrors
+from bot.console import RecentErrors
 from bot.dispatcher import Dispatcher
 from bot.errors import StartupError
 from bot.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
@@ -44,7 +44,11 @@ from core.usage.meter import UsageMeter, UsageRecorder, WallClock, utc_now
 from core.usage.quota import QuotaGuard, QuotaLimits
 from core.workspace.files import ensure_workspace
 from memory.chat_settings_cache import CachedChatSettings
+from memory.migrate import upgrade_in_child
 from memory.store import SqlStorage, open_storage
+
+if TYPE_CHECKING:
+    from bot.console import Console
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +154,7 @@ class App:
         if self._seams.storage is not None:
             self.storage = self._seams.storage
         else:
+            await upgrade_in_child(settings.storage.url)  # Alembic stays out of the daemon
             self.storage = await open_storage(
                 settings.storage.url, lock_pool_size=options.max_in_flight
             )
@@ -260,6 +265,8 @@ class App:
         root = logging.getLogger()
         root.addHandler(errors)
         self._stack.callback(root.removeHandler, errors)
+        from bot.console import Console, ConsoleDeps  # only when served (a few MiB)
+
         deps = ConsoleDeps(
             settings=self.settings,
             storage=self.storage,
