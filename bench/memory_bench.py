@@ -5,10 +5,11 @@ several hundred MiB itself. This starts `chatterd run` as deployed (SQLite, the 
 channel only, the default exact tokenizer o200k_base, the fake model server in its own
 process, as bench/turn_bench.py does), and reads the daemon's VmRSS and its
 /proc/<pid>/smaps_rollup (anonymous vs file-backed) at three points: started, idle after
-its first turn, idle after 300 turns in 100 chats. `--root DIR` runs another checkout
-(an earlier revision extracted with `git archive`, for a before/after pair).
+its first turn, idle after 300 turns in 100 chats. `--before DIR` also measures another
+checkout (an earlier revision extracted with `git archive`) for a before/after pair.
 
-    .venv/bin/python bench/memory_bench.py [--root DIR] [--no-write]
+    git archive a8ed476 | tar -x -C /tmp/before
+    .venv/bin/python bench/memory_bench.py [--before /tmp/before] [--no-write]
 """
 
 from __future__ import annotations
@@ -68,13 +69,18 @@ async def measure(root: Path) -> dict[str, dict[str, float]]:
     return {"started": started, "idle after the first turn": idle, "after 300 turns": loaded}
 
 
-def render(points: dict[str, dict[str, float]], root: Path, seconds: float) -> str:
+def render(
+    points: dict[str, dict[str, float]],
+    before: dict[str, dict[str, float]] | None,
+    seconds: float,
+) -> str:
     idle = points["idle after the first turn"]["rss"]
     loaded = points["after 300 turns"]["rss"]
     lines = [
         "## Daemon memory (bench/memory_bench.py)",
         "",
-        "Command: `.venv/bin/python bench/memory_bench.py`  ",
+        "Command: `.venv/bin/python bench/memory_bench.py --before DIR` (DIR: `git archive "
+        "a8ed476`, the revision before issue 26)  ",
         f"Machine: {os.cpu_count()} CPUs ({cpu_model()}), Python {sys.version.split()[0]}; "
         f"run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {seconds:.0f} s; load average "
         f"(1 min) {load_average()} at the end.",
@@ -84,11 +90,15 @@ def render(points: dict[str, dict[str, float]], root: Path, seconds: float) -> s
         "(VmRSS; anonymous and file-backed from /proc/<pid>/smaps_rollup) 3 s after each "
         "point. The load is 100 private chats, 3 turns each, sent at once.",
         "",
-        "| point | RSS MiB | anonymous MiB | file-backed MiB |",
-        "|---|---:|---:|---:|",
+        "| revision | point | RSS MiB | anonymous MiB | file-backed MiB |",
+        "|---|---|---:|---:|---:|",
     ]
-    for name, p in points.items():
-        lines.append(f"| {name} | {p['rss']:.0f} | {p['anonymous']:.0f} | {p['file']:.0f} |")
+    runs = [("before", before), ("this tree", points)] if before else [("this tree", points)]
+    for label, run in runs:
+        for name, p in (run or {}).items():
+            lines.append(
+                f"| {label} | {name} | {p['rss']:.0f} | {p['anonymous']:.0f} | {p['file']:.0f} |"
+            )
     lines += [
         "",
         "| target | measured | result |",
@@ -104,14 +114,15 @@ def render(points: dict[str, dict[str, float]], root: Path, seconds: float) -> s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--root", type=Path, default=ROOT, help="the source tree to run")
+    parser.add_argument("--before", type=Path, help="an earlier source tree to measure too")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
     started = time.monotonic()
-    points = asyncio.run(measure(args.root.resolve()))
-    text = render(points, args.root, time.monotonic() - started)
+    before = asyncio.run(measure(args.before.resolve())) if args.before else None
+    points = asyncio.run(measure(ROOT))
+    text = render(points, before, time.monotonic() - started)
     print(text)
-    if not args.no_write and args.root.resolve() == ROOT:
+    if not args.no_write:
         write_section("memory-bench", text)
 
 
