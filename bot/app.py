@@ -11,12 +11,12 @@ import asyncio
 import logging
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.bot_command import BotCommand
 from bot.commands import Commands
 from bot.config import Settings
-from bot.console import Console, ConsoleDeps, RecentErrors
+from bot.console import RecentErrors
 from bot.dispatcher import Dispatcher
 from bot.errors import StartupError
 from bot.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
@@ -24,6 +24,7 @@ from bot.usage_command import UsageCommand
 from channels.base import Channel, ChannelHealth
 from core.context import ContextBuilder
 from core.context.compaction import CompactionOptions, Compactor
+from core.context.tail import turn_material
 from core.context.tokens import TokenCounter, get_counter
 from core.delivery import ChannelRoutes
 from core.llm import (
@@ -46,7 +47,11 @@ from memory.capacity import ConnectionBudget, budget_problem, server_limit
 from memory.chat_kinds import ChatKinds
 from memory.chat_settings_cache import CachedChatSettings
 from memory.migrate import Database
+from memory.migrate import upgrade_in_child
 from memory.store import SqlStorage, open_storage
+
+if TYPE_CHECKING:
+    from bot.console import Console
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +67,7 @@ class Seams:
     storage: SqlStorage | None = None  # opened by the caller, who also closes it
     search: SearchBackend | None = None  # instead of DuckDuckGo
     read_images: ImageReader | None = None  # instead of the `[vision]` reader
-    clock: WallClock | None = None  # the UTC wall clock usage days and quotas go by
+    clock: WallClock | None = None  # UTC wall clock: usage days, quotas, the time block
 
 
 @dataclass(frozen=True)
@@ -154,6 +159,7 @@ class App:
         if self._seams.storage is not None:
             self.storage = self._seams.storage
         else:
+            await upgrade_in_child(settings.storage.url)  # Alembic stays out of the daemon
             self.storage = await open_storage(
                 settings.storage.url,
                 lock_pool_size=options.max_in_flight,
@@ -174,6 +180,8 @@ class App:
             reply_tokens=settings.llm.reply_tokens,
             bot_name=settings.bot.name,
             timezone=settings.bot.timezone,
+            turn_material=turn_material(settings),
+            clock=self._clock,  # the trusted time block too (a test's clock crosses minutes)
         )
         self.processor = MessageProcessor(
             store=self.storage,
@@ -266,6 +274,8 @@ class App:
         root = logging.getLogger()
         root.addHandler(errors)
         self._stack.callback(root.removeHandler, errors)
+        from bot.console import Console, ConsoleDeps  # only when served (a few MiB)
+
         deps = ConsoleDeps(
             settings=self.settings,
             storage=self.storage,

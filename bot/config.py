@@ -158,6 +158,11 @@ class ContextConfig(Section):
     compaction_min_turns: int = Field(10, ge=2, le=10_000)
     # Appended to every user message (stored and sent), e.g. a note on tool access.
     message_suffix: str = ""
+    # Where this turn's own material (time, session, sender memory) goes, after the history:
+    # "system" a late system message, "user" a <turn_context> block opening the user
+    # message (endpoints that drop or hoist later system messages), "auto" = "user" for
+    # the embedded model, else "system" (docs/configuration.md).
+    turn_material: Literal["auto", "system", "user"] = "auto"
 
 
 class ToolsConfig(Section):

@@ -17,7 +17,14 @@ from typing import Any, TextIO
 from bot.config import Settings
 from memory.usage import GROUP_BY, UsageGroup, UsageTotals
 
-CSV_FIELDS = ("prompt_tokens", "completion_tokens", "tokens", "calls", "estimated_calls")
+CSV_FIELDS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "tokens",
+    "calls",
+    "estimated_calls",
+    "cached_tokens",
+)
 
 
 def _day(text: str) -> date:
@@ -83,9 +90,9 @@ def write_csv(out: TextIO, by: str, groups: Sequence[UsageGroup]) -> None:
 def table(by: str, groups: Sequence[UsageGroup]) -> str:
     """Aligned columns with a total line; keys are ids, models and days (no user text)."""
     total = UsageTotals(*(sum(getattr(g.totals, f) for g in groups) for f in _SUMMED))
-    rows = [[by, "prompt", "completion", "tokens", "calls", "estimated"]]
-    rows += [[g.key, *(f"{n:,}" for n in _numbers(g.totals))] for g in groups]
-    rows.append(["total", *(f"{n:,}" for n in _numbers(total))])
+    rows = [[by, "prompt", "completion", "tokens", "calls", "estimated", "cached", "hit rate"]]
+    rows += [[g.key, *_cells(g.totals)] for g in groups]
+    rows.append(["total", *_cells(total)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join(
         "  ".join(
@@ -96,7 +103,11 @@ def table(by: str, groups: Sequence[UsageGroup]) -> str:
     )
 
 
-_SUMMED = ("prompt_tokens", "completion_tokens", "calls", "estimated_calls")
+_SUMMED = ("prompt_tokens", "completion_tokens", "calls", "estimated_calls", "cached_tokens")
+
+
+def _cells(totals: UsageTotals) -> list[str]:
+    return [*(f"{n:,}" for n in _numbers(totals)), f"{totals.hit_rate:.0%}"]
 
 
 def _numbers(totals: UsageTotals) -> list[int]:
@@ -106,4 +117,5 @@ def _numbers(totals: UsageTotals) -> list[int]:
         totals.tokens,
         totals.calls,
         totals.estimated_calls,
+        totals.cached_tokens,
     ]

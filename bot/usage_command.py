@@ -44,6 +44,11 @@ def tokens_line(label: str, totals: UsageTotals) -> str:
     line = f"{label}: {totals.tokens:,} tokens in {totals.calls:,} model {calls}"
     if totals.estimated_calls:
         line += f" ({totals.estimated_calls:,} counted by me: the endpoint did not say)"
+    if totals.cached_tokens:
+        line += (
+            f"; {totals.cached_tokens:,} prompt tokens were cache hits "
+            f"({totals.hit_rate:.0%} of {totals.prompt_tokens:,})"
+        )
     return line
 
 

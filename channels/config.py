@@ -11,9 +11,14 @@ import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
-from telegram.constants import ReactionEmoji
 
-_REACTION_EMOJI = frozenset(emoji.value for emoji in ReactionEmoji)
+
+def _reaction_emoji() -> frozenset[str]:
+    """Telegram's reaction emoji, read only when a reaction is configured: importing
+    python-telegram-bot costs about 8 MiB, which a deployment without Telegram keeps."""
+    from telegram.constants import ReactionEmoji
+
+    return frozenset(emoji.value for emoji in ReactionEmoji)
 
 
 class Section(BaseModel):
@@ -47,7 +52,7 @@ class TelegramConfig(Section):
     def _telegram_reaction(cls, value: str) -> str:
         # Bots may only react with Telegram's standard reaction emoji.
         value = value.strip()
-        if value and value not in _REACTION_EMOJI:
+        if value and value not in _reaction_emoji():
             raise ValueError(
                 f'{value!r} is not one of Telegram\'s reaction emoji (e.g. "👀", "👍")'
             )

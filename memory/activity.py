@@ -33,6 +33,7 @@ class DayTokens:
     day: date
     prompt: int
     completion: int
+    cached: int = 0  # of `prompt`, served from the provider's prompt cache
 
 
 @dataclass(frozen=True)
@@ -114,15 +115,18 @@ class Activity:
         first = today - timedelta(days=days - 1)
         query = (
             select(
-                UsageRow.day, func.sum(UsageRow.prompt_tokens), func.sum(UsageRow.completion_tokens)
+                UsageRow.day,
+                func.sum(UsageRow.prompt_tokens),
+                func.sum(UsageRow.completion_tokens),
+                func.sum(UsageRow.cached_tokens),
             )
             .where(UsageRow.day >= first, UsageRow.day <= today)
             .group_by(UsageRow.day)
         )
         rows = await self._db.read(lambda conn: conn.execute(query).all())
-        found = {day: (int(p or 0), int(c or 0)) for day, p, c in rows}
+        found = {day: (int(p or 0), int(c or 0), int(h or 0)) for day, p, c, h in rows}
         span = (first + timedelta(days=n) for n in range(days))
-        return [DayTokens(day, *found.get(day, (0, 0))) for day in span]
+        return [DayTokens(day, *found.get(day, (0, 0, 0))) for day in span]
 
     async def failed_since(self, since: datetime, limit: int = 50) -> list[FailedTurn]:
         """Turns that failed or expired, received since `since`, newest first."""

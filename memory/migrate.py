@@ -13,22 +13,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import re
+import sys
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, event, text
+from sqlalchemy import Engine, event, inspect, text
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -272,8 +274,17 @@ class Database:
             await self._locker.dispose()
 
 
+# Alembic (and Mako under it) costs about 10 MiB resident for as long as the daemon runs,
+# yet a database already at this code's head needs none of it: that case is recognised
+# with one query and the revision lines of the migration files, and Alembic is imported
+# only when there is something to migrate.
+_REVISION_LINE = re.compile(r"^(down_revision|revision)\b[^=]*=\s*['\"]?([\w]+)?", re.M)
+
+
 def alembic_config() -> Config:
     """Alembic's configuration built in code: no alembic.ini to ship or to find."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     return config
@@ -283,6 +294,11 @@ def upgrade_connection(connection: Connection) -> None:
     """Apply pending migrations inside the caller's transaction; replicas wait in turn."""
     if connection.dialect.name == "postgresql":
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+    head = shipped_head()
+    if head is not None and revision_of(connection) == head:
+        return
+    from alembic import command
+
     config = alembic_config()
     config.attributes["connection"] = connection
     command.upgrade(config, "head")
@@ -290,11 +306,31 @@ def upgrade_connection(connection: Connection) -> None:
 
 def revision_of(connection: Connection) -> str | None:
     """The revision recorded in the database (None for an empty one)."""
-    return MigrationContext.configure(connection).get_current_revision()
+    if not inspect(connection).has_table("alembic_version"):
+        return None
+    rows = connection.execute(text("SELECT version_num FROM alembic_version")).all()
+    return str(rows[0][0]) if len(rows) == 1 else None
+
+
+def shipped_head() -> str | None:
+    """The one revision no migration file builds on, read from the files' revision lines
+    (None when that is not a single one: then Alembic decides)."""
+    revisions, parents = set(), set()
+    for path in (MIGRATIONS_DIR / "versions").glob("*.py"):
+        text = path.read_text("utf-8")
+        found = {m.group(1): m.group(2) or "" for m in _REVISION_LINE.finditer(text)}
+        if found.get("revision"):
+            revisions.add(found["revision"])
+            if found.get("down_revision"):
+                parents.add(found["down_revision"])
+    heads = revisions - parents
+    return next(iter(heads)) if len(heads) == 1 else None
 
 
 def head_revision() -> str | None:
     """The newest revision this code ships."""
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
@@ -306,6 +342,38 @@ async def upgrade_async(url: str) -> None:
         log.info("database schema at revision %s", await database.read(revision_of))
     finally:
         await database.close()
+
+
+async def upgrade_in_child(url: str) -> bool:
+    """Migrate in a child process when the database is behind this code's head.
+
+    Why: the daemon that ran Alembic itself would keep it (about 10 MiB) for as long as
+    it runs. The URL goes to the child on stdin, never on its command line (which other
+    local users can read). False when the database was already at head; a failing
+    child is not fatal here: `open_storage` then migrates in-process and reports the
+    real error.
+    """
+    database = Database(parse_url(url), pool_size=1)
+    try:
+        if await database.read(revision_of) == shipped_head():
+            return False
+    finally:
+        await database.close()
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        "import sys; from memory.migrate import upgrade; upgrade(sys.stdin.read())",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=os.getcwd(),
+    )
+    _, err = await child.communicate(url.encode())
+    if child.returncode != 0:
+        last = err.decode(errors="replace").strip().splitlines()[-1:] or ["?"]
+        kind = last[0].split(":", 1)[0][:80]  # the exception's type: no URL, no secret
+        log.warning("schema migration in a child process failed (%s); retrying here", kind)
+    return True
 
 
 def upgrade(url: str) -> None:

@@ -350,3 +350,5 @@ class UsageRow(Base):
     completion_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     calls: Mapped[int] = mapped_column(Integer, default=0)
     estimated_calls: Mapped[int] = mapped_column(Integer, default=0)
+    # Of prompt_tokens, what the provider reported serving from its prompt cache (0007).
+    cached_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")

@@ -22,7 +22,7 @@ from memory.models import NAME_LEN, USAGE_PURPOSES, UsageRow, check_key
 GroupBy = Literal["user", "chat", "model", "purpose", "day"]
 GROUP_BY: tuple[GroupBy, ...] = ("day", "user", "chat", "model", "purpose")
 _KEY = ("day", "platform", "chat_id", "user_id", "model", "purpose")
-_COUNTS = ("prompt_tokens", "completion_tokens", "calls", "estimated_calls")
+_COUNTS = ("prompt_tokens", "completion_tokens", "calls", "estimated_calls", "cached_tokens")
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,7 @@ class UsageDelta:
     completion_tokens: int
     calls: int = 1
     estimated_calls: int = 0  # of `calls`, how many were counted by us (no API usage)
+    cached_tokens: int = 0  # of prompt_tokens, what the provider said it served from cache
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -51,11 +52,17 @@ class UsageTotals:
     completion_tokens: int = 0
     calls: int = 0
     estimated_calls: int = 0
+    cached_tokens: int = 0  # of prompt_tokens, served from the provider's prompt cache
 
     @property
     def tokens(self) -> int:
         """What quotas and `/usage` count: prompt plus completion tokens."""
         return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def hit_rate(self) -> float:
+        """The share of prompt tokens the provider billed as cache hits (0.0 with none)."""
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
 
 @dataclass(frozen=True)
@@ -135,6 +142,7 @@ _SUMS = (
     func.coalesce(func.sum(UsageRow.completion_tokens), 0),
     func.coalesce(func.sum(UsageRow.calls), 0),
     func.coalesce(func.sum(UsageRow.estimated_calls), 0),
+    func.coalesce(func.sum(UsageRow.cached_tokens), 0),
 )
 _TOKENS = func.coalesce(func.sum(UsageRow.prompt_tokens + UsageRow.completion_tokens), 0)
 

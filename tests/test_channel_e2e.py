@@ -78,9 +78,10 @@ PNG = make_png()
 
 
 def system_prompt(request: RecordedRequest) -> str:
-    first = request["messages"][0]
-    assert first["role"] == "system"
-    return content_text(first["content"])
+    """Every system message's text: the stable head and this turn's tail after the history."""
+    messages = request["messages"]
+    assert messages[0]["role"] == "system"
+    return "\n\n".join(content_text(m["content"]) for m in messages if m["role"] == "system")
 
 
 def chat_model(body: dict[str, Any]) -> str:

@@ -274,8 +274,5 @@ async def test_turns_a_summary_covers_are_not_repeated_verbatim(
         await rig.processor.handle(msg("new", mid="new"))
         sent = rig.fake.requests[-1]["messages"]
         assert "Alice said four old things." in sent[0]["content"]
-        assert [m["content"] for m in sent[1:]] == [
-            "[Alice]: old 3",
-            "noted",
-            "[Alice]: new",
-        ]
+        assert [m["content"] for m in sent[1:-2]] == ["[Alice]: old 3", "noted"]
+        assert sent[-2]["role"] == "system" and sent[-1]["content"] == "[Alice]: new"

@@ -80,9 +80,10 @@ async def say_in_group(tg: FakeTelegram, text: str) -> None:
 
 
 def system_text(body: dict[str, Any]) -> str:
-    first = body["messages"][0]
-    assert first["role"] == "system"
-    return content_text(first["content"])
+    """Every system message's text: the stable head and this turn's tail after the history."""
+    messages = body["messages"]
+    assert messages[0]["role"] == "system"
+    return "\n\n".join(content_text(m["content"]) for m in messages if m["role"] == "system")
 
 
 async def shot(page: Page, name: str) -> None:

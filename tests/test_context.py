@@ -100,17 +100,17 @@ def test_system_prompt_sections_in_documented_order(
     )
     prompt = make(tool_guide="Write [Search: words].").build_system_prompt()
     headers = [line[2:] for line in prompt.splitlines() if line.startswith("# ")]
-    assert headers == [
+    assert headers == [  # stable first: the time is this turn's own, so it comes last
         "Identity",
-        "Current time",
         "AGENTS.md",
         "SOUL.md",
         "TOOLS.md",
         "IDENTITY.md",
         "Tool guide",
+        "Skill notes",
         "Workspace memory",
         "Notes for 2025-03-02",
-        "Skill notes",
+        "Current time",
     ]
     assert "You are Mochi" in prompt and "Python" in prompt and str(workspace.resolve()) in prompt
     assert "2025-03-02 14:05 (Sunday), time zone Asia/Shanghai (UTC+08:00)" in prompt
@@ -217,8 +217,9 @@ def test_build_messages_nanobot_shape(make: Callable[..., ContextBuilder], tmp_p
         channel="telegram",
         chat_id="42",
     )
-    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
-    assert "Channel: telegram\nChat ID: 42" in messages[0]["content"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "system", "user"]
+    assert "Channel: telegram\nChat ID: 42" in messages[-2]["content"]  # this turn's tail
+    assert "Chat ID" not in messages[0]["content"]
     assert messages[1:3] == history
     content = messages[-1]["content"]
     assert content[0]["type"] == "image_url"
@@ -440,9 +441,11 @@ def test_build_turn_builds_from_stored_turns(
             tool_guide="Write [Search: words] to search.",
         )
     )
-    system = built.messages[0]["content"]
-    assert "This turn answers Ann (qq:u1) in the group chat qq:g1" in system
-    assert "prefers Celsius" in system and "[Search: words]" in system
+    system, tail = built.messages[0]["content"], built.messages[-2]["content"]
+    assert built.messages[-2]["role"] == "system"
+    assert "This turn answers Ann (qq:u1) in the group chat qq:g1" in tail
+    assert "prefers Celsius" in tail and "[Search: words]" in system
+    assert "Ann" not in system and "Celsius" not in system
     assert [m["content"] for m in built.messages[1:]][-1] == "[Ann]: and tomorrow?"
     assert built.report.history_kept == 4
     assert built.report.total_tokens == count_messages(built.messages, counter)

@@ -29,13 +29,14 @@ from tests.rig import Rig, build_rig, msg, settings_for
 
 
 def system_prompt(request: Any) -> str:
-    first = request["messages"][0]
-    assert first["role"] == "system"
-    return str(first["content"])
+    """Every system message's text: the stable head and this turn's tail after the history."""
+    messages = request["messages"]
+    assert messages[0]["role"] == "system"
+    return "\n\n".join(str(m["content"]) for m in messages if m["role"] == "system")
 
 
 def contents(request: Any) -> list[str]:
-    return [str(m.get("content")) for m in request["messages"][1:]]
+    return [str(m.get("content")) for m in request["messages"] if m["role"] != "system"]
 
 
 @pytest.fixture

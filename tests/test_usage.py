@@ -190,18 +190,36 @@ async def test_cli_lists_by_user_and_model_and_writes_csv(
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == f"tokens from {since} to {today} (UTC), by user:"
-    assert lines[1].split() == ["user", "prompt", "completion", "tokens", "calls", "estimated"]
-    assert lines[2].split() == ["telegram:1001", "1,300", "230", "1,530", "4", "0"]
-    assert lines[3].split() == ["qq:7", "50", "5", "55", "1", "1"]
-    assert lines[4].split() == ["total", "1,350", "235", "1,585", "5", "1"]
+    assert lines[1].split() == [
+        "user",
+        "prompt",
+        "completion",
+        "tokens",
+        "calls",
+        "estimated",
+        "cached",
+        "hit",
+        "rate",
+    ]
+    assert lines[2].split() == ["telegram:1001", "1,300", "230", "1,530", "4", "0", "0", "0%"]
+    assert lines[3].split() == ["qq:7", "50", "5", "55", "1", "1", "0", "0%"]
+    assert lines[4].split() == ["total", "1,350", "235", "1,585", "5", "1", "0", "0%"]
 
     code, out, err = await run_cli(["usage", "--since", since, "--by", "model", "--csv"], env)
     assert code == 0, err
     rows = list(csv.reader(io.StringIO(out)))
     assert rows == [
-        ["model", "prompt_tokens", "completion_tokens", "tokens", "calls", "estimated_calls"],
-        ["gpt-x", "1050", "205", "1255", "4", "1"],
-        ["mini", "300", "30", "330", "1", "0"],
+        [
+            "model",
+            "prompt_tokens",
+            "completion_tokens",
+            "tokens",
+            "calls",
+            "estimated_calls",
+            "cached_tokens",
+        ],
+        ["gpt-x", "1050", "205", "1255", "4", "1", "0"],
+        ["mini", "300", "30", "330", "1", "0", "0"],
     ]
     code, out, _ = await run_cli(["usage", "--by", "purpose", "--csv", "--since", since], env)
     assert [row[0] for row in csv.reader(io.StringIO(out))] == [

@@ -50,7 +50,8 @@ async def _overview(console: Console, request: web.Request) -> web.Response:
             Bar(
                 label=f"{d.day:%d}" if index % 5 == 0 else "",
                 values=(d.prompt, d.completion),
-                tip=f"{d.day:%Y-%m-%d}: {d.prompt} prompt + {d.completion} completion tokens",
+                tip=f"{d.day:%Y-%m-%d}: {d.prompt} prompt ({d.cached} cached) + "
+                f"{d.completion} completion tokens",
             )
             for index, d in enumerate(days)
         ],
@@ -68,6 +69,8 @@ async def _overview(console: Console, request: web.Request) -> web.Response:
         tokens_chart=tokens_chart,
         turns_total=sum(h.answered + h.failed + h.open for h in hours),
         tokens_total=sum(d.prompt + d.completion for d in days),
+        cached_total=(cached := sum(d.cached for d in days)),
+        hit_rate=f"{cached / prompt:.0%}" if (prompt := sum(d.prompt for d in days)) else "0%",
         failed=failed,
         errors=deps.errors.since(hour_ago),
     )

@@ -7,6 +7,11 @@ was kept. Counts are of the assembled text itself, headers and separators includ
 
 Cutting one component at a readable boundary is core/context/truncation.py's job.
 
+Two places: a component marked `tail` is this turn's own material (time, session, the
+sender's memory, retrieved text). Priorities and the budget span both places, but the
+tail renders as a text of its own (`assembled_tail`), which the builder sends after the
+history so the stable part stays an identical prefix from request to request.
+
 Exactness without recounting the whole prompt: sections are "# NAME\\ncontent" joined by
 a blank line. For a regex-pretokenizing BPE (o200k/cl100k, `counter.pretokenized`), a
 newline followed by "#" is always a piece boundary, so the prompt's count is the sum of
@@ -65,6 +70,7 @@ class _Component:
     priority: int
     truncatable: bool
     seq: int
+    tail: bool = False  # this turn's own material, rendered after the history
     sep_tokens: int = -1  # count(section + separator); -1 = not counted yet
     bare_tokens: int = -1  # count(section)
     cuts: dict[int, Cut | None] = field(default_factory=dict)
@@ -80,6 +86,8 @@ class _Plan:
     total: int
     requested: int
     rows: list[dict[str, Any]]
+    tail_text: str = ""
+    tail_total: int = 0
 
 
 class ContextAssembler:
@@ -129,9 +137,18 @@ class ContextAssembler:
         self._version += 1
 
     def add_component(
-        self, name: str, content: str | None, priority: int, truncatable: bool = True
+        self,
+        name: str,
+        content: str | None,
+        priority: int,
+        truncatable: bool = True,
+        *,
+        tail: bool = False,
     ) -> None:
-        """Add or replace a component. Empty content adds nothing (and clears `name`)."""
+        """Add or replace a component. Empty content adds nothing (and clears `name`).
+
+        `tail` puts it in the second text (`assembled_tail`), after the history.
+        """
         if not isinstance(name, str) or not name.strip():
             raise ValueError("component name must be a non-empty string")
         if "\n" in name or "\r" in name:
@@ -150,6 +167,9 @@ class ContextAssembler:
                 del self._components[name]
                 self._version += 1
             return
+        if old is not None and old.tail != bool(tail):
+            del self._components[name]  # moving between places is a new component
+            old = None
         if old is not None:
             if old.content == text and old.priority == priority and old.truncatable == truncatable:
                 return
@@ -161,7 +181,9 @@ class ContextAssembler:
         else:
             seq = self._seq
             self._seq += 1
-        self._components[name] = _Component(name, text, int(priority), bool(truncatable), seq)
+        self._components[name] = _Component(
+            name, text, int(priority), bool(truncatable), seq, bool(tail)
+        )
         self._version += 1
 
     def remove_component(self, name: str) -> bool:
@@ -179,8 +201,15 @@ class ContextAssembler:
         return len(self._components)
 
     def assemble(self) -> str:
-        """The prompt: sections "# NAME\\ncontent" joined by a blank line, within budget."""
+        """The prompt: sections "# NAME\\ncontent" joined by a blank line, within budget.
+
+        Only the components not marked `tail`; the tail is `assembled_tail()`.
+        """
         return self._plan().text
+
+    def assembled_tail(self) -> str:
+        """The `tail` components' text, planned together with `assemble()`'s."""
+        return self._plan().tail_text
 
     def get_summary(self) -> dict[str, Any]:
         """What was kept, truncated and dropped, with exact token counts."""
@@ -188,6 +217,7 @@ class ContextAssembler:
         return {
             "components": [dict(row) for row in plan.rows],
             "total_tokens": plan.total,
+            "tail_tokens": plan.tail_total,
             "requested_tokens": plan.requested,
             "budget": self._max_tokens,
             "overflow": max(0, plan.requested - self._max_tokens),
@@ -207,21 +237,23 @@ class ContextAssembler:
     def _ordered(self) -> list[_Component]:
         comps = list(self._components.values())
         if self._order == "insertion":
-            return sorted(comps, key=lambda c: c.seq)
-        return sorted(comps, key=lambda c: (-c.priority, c.seq))
+            return sorted(comps, key=lambda c: (c.tail, c.seq))
+        return sorted(comps, key=lambda c: (c.tail, -c.priority, c.seq))
 
     def _make_plan(self) -> _Plan:
         budget = self._max_tokens
         ordered = self._ordered()
-        # The last section is counted bare (no separator follows it); its count with a
-        # separator is only needed when something must be cut.
-        for comp in ordered[:-1]:
-            self._count_with_separator(comp)
+        # The last section of each place is counted bare (no separator follows it); its
+        # count with a separator is only needed when something must be cut.
+        for group in _places(ordered):
+            for comp in group[:-1]:
+                self._count_with_separator(comp)
         full: dict[_Component, Cut | str | None] = {c: _FULL for c in ordered}
         requested = self._total(ordered, full)
         choice = dict(full)
         if requested > budget:
-            self._count_with_separator(ordered[-1])
+            for comp in ordered:
+                self._count_with_separator(comp)
             required = [c for c in ordered if not c.truncatable]
             need = self._total(required, full)
             if need > budget:
@@ -261,7 +293,11 @@ class ContextAssembler:
         )
 
     def _total(self, ordered: list[_Component], choice: dict[_Component, Any]) -> int:
-        """Exact token count of the assembled text for this choice of kept parts."""
+        """Exact token count of both assembled texts for this choice of kept parts."""
+        return sum(self._place_total(group, choice) for group in _places(ordered))
+
+    def _place_total(self, ordered: list[_Component], choice: dict[_Component, Any]) -> int:
+        """Exact token count of one place's text for this choice of kept parts."""
         kept = [c for c in ordered if choice.get(c) is not None]
         if not kept:
             return 0
@@ -286,24 +322,28 @@ class ContextAssembler:
     def _render(
         self, ordered: list[_Component], choice: dict[_Component, Any], requested: int
     ) -> _Plan:
-        kept = [c for c in ordered if choice[c] is not None]
-        text = SECTION_SEPARATOR.join(self._text_of(c, choice[c]) for c in kept)
-        total = self._total(ordered, choice)
+        texts: list[str] = []
+        totals: list[int] = []
         rows: list[dict[str, Any]] = []
-        used = 0
-        for comp in ordered:
-            cut = choice[comp]
-            if cut is None:
-                status, kept_tokens = "dropped", 0
-            elif cut == _FULL:
-                status, kept_tokens = "included", self._requested_tokens(comp)
-            else:
-                status, kept_tokens = "truncated", cut.sep_tokens
-            if kept and comp is kept[-1] and getattr(self.token_counter, "pretokenized", False):
-                kept_tokens = total - used
-            used += kept_tokens
-            rows.append(
-                {
+        pretokenized = getattr(self.token_counter, "pretokenized", False)
+        for group in _places(ordered):
+            kept = [c for c in group if choice[c] is not None]
+            texts.append(SECTION_SEPARATOR.join(self._text_of(c, choice[c]) for c in kept))
+            total = self._place_total(group, choice)
+            totals.append(total)
+            used = 0
+            for comp in group:
+                cut = choice[comp]
+                if cut is None:
+                    status, kept_tokens = "dropped", 0
+                elif cut == _FULL:
+                    status, kept_tokens = "included", self._requested_tokens(comp)
+                else:
+                    status, kept_tokens = "truncated", cut.sep_tokens
+                if kept and comp is kept[-1] and pretokenized:
+                    kept_tokens = total - used
+                used += kept_tokens
+                row = {
                     "name": comp.name,
                     "priority": comp.priority,
                     "tokens": self._requested_tokens(comp),
@@ -311,8 +351,20 @@ class ContextAssembler:
                     "truncatable": comp.truncatable,
                     "status": status,
                 }
-            )
-        return _Plan(text=text, total=total, requested=requested, rows=rows)
+                if comp.tail:
+                    row["place"] = "tail"
+                rows.append(row)
+        head = [t for g, t in zip(_places(ordered), texts, strict=True) if not g[0].tail]
+        tail = [t for g, t in zip(_places(ordered), texts, strict=True) if g[0].tail]
+        tail_total = sum(t for g, t in zip(_places(ordered), totals, strict=True) if g[0].tail)
+        return _Plan(
+            text=head[0] if head else "",
+            total=sum(totals),
+            requested=requested,
+            rows=rows,
+            tail_text=tail[0] if tail else "",
+            tail_total=tail_total,
+        )
 
     def _count_with_separator(self, comp: _Component) -> None:
         if comp.sep_tokens < 0:
@@ -342,6 +394,13 @@ class ContextAssembler:
 
     def _count(self, text: str) -> int:
         return self.token_counter.count(text)
+
+
+def _places(ordered: list[_Component]) -> list[list[_Component]]:
+    """`ordered` split into its non-empty places: the head, then the tail."""
+    head = [c for c in ordered if not c.tail]
+    tail = [c for c in ordered if c.tail]
+    return [g for g in (head, tail) if g]
 
 
 def _check_budget(value: int) -> int:

@@ -36,6 +36,7 @@ from core.context.parts import (
 )
 from core.context.report import BuiltContext, ContextReport, SummaryInfo
 from core.context.system_prompt import SystemPrompt
+from core.context.tail import TurnMaterial, unforgeable, with_turn_context, wrapped
 from core.context.tokens import REPLY_PRIMER_TOKENS, TokenCounter, message_tokens
 from core.context.turn import TurnInput
 from core.media.data_url import ImageEncoder, MediaSource
@@ -83,9 +84,10 @@ class ContextBuilder:
         tool_guide: str | None = None,
         components: Sequence[SystemComponent] = (),
         history_share: float = 0.25,
-        order: Order = "priority",
+        order: Order = "insertion",
         skills: SkillsLoader | None = None,
         image_encoder: ImageEncoder | None = None,
+        turn_material: TurnMaterial = "system",
     ) -> None:
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
         self.max_tokens = DEFAULT_MAX_TOKENS if max_tokens is None else int(max_tokens)
@@ -97,6 +99,9 @@ class ContextBuilder:
             )
         if not 0 <= history_share < 1:
             raise ValueError("history_share must be in [0, 1)")
+        if turn_material not in ("system", "user"):
+            raise ValueError(f"turn_material must be 'system' or 'user', not {turn_material!r}")
+        self.turn_material: TurnMaterial = turn_material
         self.counter: TokenCounter = resolve_counter(token_counter)
         self.history_share = history_share
         self.images = image_encoder or ImageEncoder()
@@ -115,13 +120,19 @@ class ContextBuilder:
         self._cost = MessageCost(self.counter)
         self._system_framing = framing_tokens("system", self.counter)
         self._user_framing = framing_tokens("user", self.counter)
+        # The user-message construction's tags, plus what merging at its edges may add.
+        self._wrap_reserve = 0
+        if turn_material == "user":
+            self._wrap_reserve = self.counter.count(wrapped("")) + 4
 
     # -- nanobot-shaped API -------------------------------------------------------------
 
     def build_system_prompt(self, skill_names: Sequence[str] | None = None) -> str:
-        """The system prompt alone (identity, time, persona, memory notes, skills)."""
-        budget = self.max_tokens - self.reply_tokens - REPLY_PRIMER_TOKENS - self._system_framing
-        return self.system.assemble(self.system.components(skill_names, (), None, None), budget)
+        """The system prompt alone (identity, persona, memory notes, skills, then time)."""
+        budget = self.max_tokens - self.reply_tokens - REPLY_PRIMER_TOKENS
+        budget -= 2 * self._system_framing
+        head = self.system.assemble(self.system.components(skill_names, (), None, None), budget)
+        return "\n\n".join(t for t in (head, self.system.tail()) if t)
 
     def build_messages(
         self,
@@ -194,23 +205,36 @@ class ContextBuilder:
         """
         limit = self.max_tokens - self.reply_tokens
         current = self._current(current_message, current_tokens, images, media, limit)
-        room = limit - REPLY_PRIMER_TOKENS - self._system_framing - current.tokens
+        # Room for two system messages' framing: the head and the tail after the history.
+        room = limit - REPLY_PRIMER_TOKENS - 2 * self._system_framing - current.tokens
+        room -= self._wrap_reserve
         wanted = self.system.components(skill_names, components, channel, chat_id)
-        prompt = self.system.assemble(wanted, room, share=self.history_share)
-        summary = self.system.summary() if prompt else {"components": []}
-        system_tokens = summary.get("total_tokens", 0) + self._system_framing if prompt else 0
+        head = self.system.assemble(wanted, room, share=self.history_share)
+        tail = self.system.tail()
+        summary = self.system.summary() if head or tail else {"components": []}
+        tail_tokens = summary.get("tail_tokens", 0)
+        head_tokens = summary.get("total_tokens", 0) - tail_tokens
+        system_tokens = head_tokens + (self._system_framing if head else 0)
+        system_tokens += tail_tokens + (self._system_framing if tail else 0)
 
         items = as_history_items(history)
-        budget = limit - REPLY_PRIMER_TOKENS - system_tokens - current.tokens
+        budget = limit - REPLY_PRIMER_TOKENS - system_tokens - current.tokens - self._wrap_reserve
         cost = MessageCost(self.counter) if recount else self._cost
         if recount:
             items = Uncounted(items)
         fit = fit_history(items, max(0, budget), cost, max_items=max_history_items)
 
+        history_messages = fit.messages()
+        if tail and self.turn_material == "user":
+            history_messages, fit = self._unforgeable_history(history_messages, fit)
+            current, system_tokens = self._tail_in_user(current, tail, system_tokens)
+            tail = ""
         messages: list[dict[str, Any]] = []
-        if prompt:
-            messages.append({"role": "system", "content": prompt})
-        messages.extend(fit.messages())
+        if head:
+            messages.append({"role": "system", "content": head})
+        messages.extend(history_messages)
+        if tail:
+            messages.append({"role": "system", "content": tail})
         messages.append(current.message)
         total = REPLY_PRIMER_TOKENS + system_tokens + fit.tokens + current.tokens
         fit, messages, total = self._verify(fit, messages, total, limit)
@@ -273,6 +297,38 @@ class ContextBuilder:
         return BuiltContext(built.messages, replace(built.report, summary=shown))
 
     # -- parts --------------------------------------------------------------------------
+
+    def _unforgeable_history(
+        self, messages: list[dict[str, Any]], fit: HistoryFit
+    ) -> tuple[list[dict[str, Any]], HistoryFit]:
+        """History with the <turn_context> tag made plain text; a message that changed
+        (rare: someone typed the tag) is recounted, so the total stays exact."""
+        out, extra = [], 0
+        for message in messages:
+            safe = unforgeable(message)
+            if safe != message:
+                extra += message_tokens(safe, self.counter) - message_tokens(message, self.counter)
+            out.append(safe)
+        if extra:
+            fit = replace(fit, tokens=fit.tokens + extra)
+        return out, fit
+
+    def _tail_in_user(
+        self, current: _Current, tail: str, system_tokens: int
+    ) -> tuple[_Current, int]:
+        """The fallback construction: the tail as a <turn_context> block opening the user
+        message, for endpoints that move or refuse a late system message. Users cannot
+        write that tag (`unforgeable`), so the block stays as trusted as a system message.
+
+        The tail's own tokens stay under the system prompt in the report; the current
+        message carries the rest of the combined message's exact count.
+        """
+        message = with_turn_context(current.message, tail)
+        combined = message_tokens(message, self.counter)
+        tail_tokens = self.system.summary().get("tail_tokens", 0)
+        rest = max(0, combined - tail_tokens)
+        system_tokens += (combined - rest) - tail_tokens - self._system_framing
+        return replace(current, message=message, tokens=rest), system_tokens
 
     def _current(
         self,

@@ -74,14 +74,12 @@ def format_report(report: ContextReport) -> str:
         f"{report.reply_reserve} kept free for the reply.",
         "System prompt:",
     ]
-    for comp in report.components:
-        status = comp.get("status", "included")
-        detail = f"{comp.get('kept_tokens', comp.get('tokens', 0))} tokens"
-        if status == "truncated":
-            detail = f"{comp.get('kept_tokens', 0)} of {comp.get('tokens', 0)} tokens"
-        elif status == "dropped":
-            detail = f"0 of {comp.get('tokens', 0)} tokens"
-        lines.append(f"  {comp.get('name', '?')}: {status}, {detail}")
+    head = [c for c in report.components if c.get("place") != "tail"]
+    tail = [c for c in report.components if c.get("place") == "tail"]
+    lines += [_component_line(c) for c in head]
+    if tail:
+        lines.append("This turn's material (after the history):")
+        lines += [_component_line(c) for c in tail]
     line = (
         f"History: {report.history_kept} turn(s) kept ({report.history_tokens} tokens), "
         f"{report.history_dropped} dropped"
@@ -98,3 +96,13 @@ def format_report(report: ContextReport) -> str:
         )
     lines.append(f"Current message: {report.current_tokens} tokens.")
     return "\n".join(lines)
+
+
+def _component_line(comp: dict[str, Any]) -> str:
+    status = comp.get("status", "included")
+    detail = f"{comp.get('kept_tokens', comp.get('tokens', 0))} tokens"
+    if status == "truncated":
+        detail = f"{comp.get('kept_tokens', 0)} of {comp.get('tokens', 0)} tokens"
+    elif status == "dropped":
+        detail = f"0 of {comp.get('tokens', 0)} tokens"
+    return f"  {comp.get('name', '?')}: {status}, {detail}"

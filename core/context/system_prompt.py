@@ -51,7 +51,7 @@ class SystemPrompt:
         clock: Callable[[], datetime] | None = None,
         tool_guide: str | None = None,
         components: Sequence[SystemComponent] = (),
-        order: Order = "priority",
+        order: Order = "insertion",
         skills: SkillsLoader | None = None,
     ) -> None:
         self.workspace = workspace
@@ -85,10 +85,18 @@ class SystemPrompt:
         """Every component of this turn, static first, in the documented order."""
         now = self.now()
         crit, high = ComponentPriority.CRITICAL, ComponentPriority.HIGH
-        parts = [
-            SystemComponent(IDENTITY, self.identity, crit, truncatable=False),
-            SystemComponent(TIME, time_text(now), crit, truncatable=False),
+        # Stable first, volatile last: what every chat shares, then what this chat keeps
+        # (persona, summary, added after), then the tail that only this turn has.
+        parts = [SystemComponent(IDENTITY, self.identity, crit, truncatable=False)]
+        parts += [
+            SystemComponent(f.name, f.content, high) for f in self.workspace.bootstrap_files()
         ]
+        if self.tool_guide:
+            parts.append(SystemComponent(TOOL_GUIDE, self.tool_guide, high))
+        parts += self._skills(skill_names)
+        parts += self._memory_notes(now.date())
+        parts += self.extra_components
+        parts.append(SystemComponent(TIME, time_text(now), crit, truncatable=False, tail=True))
         if channel or chat_id:
             parts.append(
                 SystemComponent(
@@ -96,16 +104,9 @@ class SystemPrompt:
                     f"Channel: {channel or '?'}\nChat ID: {chat_id or '?'}",
                     crit,
                     truncatable=False,
+                    tail=True,
                 )
             )
-        parts += [
-            SystemComponent(f.name, f.content, high) for f in self.workspace.bootstrap_files()
-        ]
-        if self.tool_guide:
-            parts.append(SystemComponent(TOOL_GUIDE, self.tool_guide, high))
-        parts += self._memory_notes(now.date())
-        parts += self._skills(skill_names)
-        parts += self.extra_components
         by_name = {p.name: i for i, p in enumerate(parts)}
         for part in turn_parts:
             if not part.content or not part.content.strip():
@@ -119,6 +120,9 @@ class SystemPrompt:
 
     def assemble(self, wanted: list[SystemComponent], room: int, share: float = 0.0) -> str:
         """The prompt of exactly `wanted` within `room` tokens ("" when nothing is wanted).
+
+        Returns the head (the components not marked `tail`); `tail()` is the rest, planned
+        in the same budget.
 
         `share` is the part of the room the prompt should leave to the history; the
         non-truncatable components may still take it if they need it.
@@ -135,6 +139,10 @@ class SystemPrompt:
                 raise
             self._assembler.max_tokens = room  # the rules must fit even if history shrinks
             return self._assembler.assemble()
+
+    def tail(self) -> str:
+        """The last `assemble`'s tail: this turn's own material, sent after the history."""
+        return self._assembler.assembled_tail()
 
     def summary(self) -> dict[str, Any]:
         """What the last `assemble` kept, truncated and dropped (the assembler's summary)."""
@@ -177,10 +185,10 @@ class SystemPrompt:
         kept = [n for n in self._names if n in wanted_set]
         kept_set = set(kept)
         after = kept + [n for n in names if n not in kept_set]
-        priority = {p.name: int(p.priority) for p in wanted}
-        if _rendered_order(after, priority, self.order) != _rendered_order(
-            names, priority, self.order
-        ):
+        priority = {p.name: (p.tail, -int(p.priority)) for p in wanted}
+        if self.order == "insertion":
+            priority = {p.name: (p.tail, 0) for p in wanted}
+        if _rendered_order(after, priority) != _rendered_order(names, priority):
             self._assembler.clear()  # the order of equals would differ: start afresh
             after = names
         else:
@@ -188,11 +196,11 @@ class SystemPrompt:
                 if name not in wanted_set:
                     self._assembler.remove_component(name)
         for part in wanted:
-            self._assembler.add_component(part.name, part.content, part.priority, part.truncatable)
+            self._assembler.add_component(
+                part.name, part.content, part.priority, part.truncatable, tail=part.tail
+            )
         self._names = after
 
 
-def _rendered_order(names: list[str], priority: dict[str, int], order: Order) -> list[str]:
-    if order == "insertion":
-        return names
-    return [n for _, n in sorted(enumerate(names), key=lambda p: (-priority[p[1]], p[0]))]
+def _rendered_order(names: list[str], key: dict[str, tuple[bool, int]]) -> list[str]:
+    return [n for _, n in sorted(enumerate(names), key=lambda p: (key[p[1]], p[0]))]

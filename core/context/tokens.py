@@ -150,8 +150,9 @@ def resolve_encoding(name: str | None) -> str:
 def get_counter(name: str | None = None, *, backend: Backend = "auto") -> TokenCounter:
     """Return a token counter for an encoding or model name (default o200k_base).
 
-    backend="auto" tries bpe-openai's public `Encoding` (Rust), then tiktoken built from
-    the rank files bpe-openai ships (see `core.context.bpe`), then falls back to
+    backend="auto" tries tiktoken built from the rank files bpe-openai ships (the leaner
+    in memory, see `core.context.bpe`), then bpe-openai's public `Encoding`, then falls
+    back to
     `EstimateCounter` with a warning. Naming a backend makes it mandatory
     (TokenizerUnavailable if it cannot load). Nothing is downloaded.
     """
@@ -166,7 +167,7 @@ def get_counter(name: str | None = None, *, backend: Backend = "auto") -> TokenC
     elif backend == "tiktoken":
         order = (TiktokenCounter,)
     else:
-        order = (BpeOpenAICounter, TiktokenCounter)
+        order = (TiktokenCounter, BpeOpenAICounter)
     problems: list[str] = []
     for cls in order:
         try:

@@ -17,6 +17,7 @@ import aiohttp
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
+from core.llm.cached import cached_prompt_tokens
 from core.llm.errors import LLMError, map_sdk_error, safe_host, unsendable
 from core.llm.provider import ChatResult, StreamDone, StreamEvent, TextDelta
 from core.llm.streaming import StreamAssembler, StreamStalled, next_within
@@ -247,6 +248,7 @@ class OpenAIProvider:
             completion_tokens=getattr(usage, "completion_tokens", None),
             tool_calls=calls,
             endpoint=self.endpoint,
+            cached_tokens=cached_prompt_tokens(usage),
         )
 
     def _map_error(self, exc: openai.OpenAIError) -> LLMError:

@@ -27,6 +27,7 @@ class ChatResult:
     completion_tokens: int | None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # OpenAI shape
     endpoint: str | None = None
+    cached_tokens: int | None = None  # of prompt_tokens, served from the provider's cache
 
 
 @dataclass(frozen=True)

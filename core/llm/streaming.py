@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from core.llm.cached import cached_prompt_tokens
 from core.llm.provider import ChatResult
 
 T = TypeVar("T")
@@ -57,6 +58,7 @@ class StreamAssembler:
         self._finish: str | None = None
         self._prompt_tokens: int | None = None
         self._completion_tokens: int | None = None
+        self._cached_tokens: int | None = None
         self.chunks = 0
 
     def add(self, chunk: Any) -> str:
@@ -69,6 +71,7 @@ class StreamAssembler:
         if usage is not None:
             self._prompt_tokens = _count(getattr(usage, "prompt_tokens", None))
             self._completion_tokens = _count(getattr(usage, "completion_tokens", None))
+            self._cached_tokens = cached_prompt_tokens(usage)
         choices = getattr(chunk, "choices", None) or []
         if not isinstance(choices, list):
             raise TypeError("choices is not a list")
@@ -89,6 +92,7 @@ class StreamAssembler:
             completion_tokens=self._completion_tokens,
             tool_calls=calls,
             endpoint=self._endpoint,
+            cached_tokens=self._cached_tokens,
         )
 
     def _add_choice(self, choice: Any) -> str:

@@ -122,6 +122,7 @@ class UsageRecorder:
                     completion_tokens=cost.completion_tokens,
                     calls=1,
                     estimated_calls=int(cost.estimated),
+                    cached_tokens=min(call.result.cached_tokens or 0, cost.prompt_tokens),
                 )
             )
         try:

@@ -27,6 +27,11 @@ request at the door, and `in_flight` counts requests being served, for concurren
 `record=False` keeps only `total_requests` (long benchmarks). `send_usage=False` is a
 server that never reports `usage` (neither in answers nor in streams).
 
+Prompt caching: `cache="openai"` reports `usage.prompt_tokens_details.cached_tokens`,
+`cache="deepseek"` `prompt_cache_hit_tokens`/`prompt_cache_miss_tokens`, both computed
+like a provider's prefix cache: the (approximate) tokens of the longest byte-identical
+prefix this request's messages share with the previous request's.
+
 Streaming: a request with `"stream": true` gets the same scripted answer as Server-Sent
 Events in OpenAI's chunk format (tests/fakes/openai_stream.py). `fail`, `hang` and
 `drop` act before the stream opens, as a real server's errors would; `StreamShape`
@@ -49,6 +54,7 @@ import asyncio
 import inspect
 import itertools
 import json
+import os
 import signal
 import time
 import uuid
@@ -167,7 +173,12 @@ class FakeOpenAI:
         record: bool = True,
         stream_shape: StreamShape | None = None,
         send_usage: bool = True,
+        cache: str | None = None,
     ) -> None:
+        if cache not in (None, "openai", "deepseek"):
+            raise ValueError(f"cache must be None, 'openai' or 'deepseek', not {cache!r}")
+        self.cache = cache  # how cached prompt tokens are reported (None: not at all)
+        self._last_prompt = ""  # the previous request's messages, for the prefix cache
         self._default = reply
         self.send_usage = send_usage  # False: a server that never reports `usage`
         self.stream_shape = stream_shape or StreamShape()
@@ -375,6 +386,7 @@ class FakeOpenAI:
             finish_reason=_finish(reply),
             usage=_usage(body, reply),
             include_usage=bool(options.get("include_usage")) and self.send_usage,
+            usage_extra=self._cache_usage(body, _usage(body, reply)[0]),
         )
         return await write_stream(request, answer, shape, pause=self._sleep, closing=self._closing)
 
@@ -427,9 +439,22 @@ class FakeOpenAI:
                 "total_tokens": prompt + completion,
             },
         }
+        completion_json["usage"].update(self._cache_usage(body, prompt))
         if not self.send_usage:
             del completion_json["usage"]
         return completion_json
+
+    def _cache_usage(self, body: dict[str, Any], prompt: int) -> dict[str, Any]:
+        """The cache fields of `usage`: tokens of the prefix shared with the last request."""
+        if self.cache is None:
+            return {}
+        text = json.dumps(body.get("messages", []), ensure_ascii=False, sort_keys=True)
+        last, self._last_prompt = self._last_prompt, text
+        shared = len(os.path.commonprefix([last, text]))
+        cached = min(prompt, _approx_tokens(text[:shared]) if shared else 0)
+        if self.cache == "deepseek":
+            return {"prompt_cache_hit_tokens": cached, "prompt_cache_miss_tokens": prompt - cached}
+        return {"prompt_tokens_details": {"cached_tokens": cached}}
 
 
 def _finish(reply: FakeReply) -> str:

@@ -12,7 +12,7 @@ import asyncio
 import json
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -43,6 +43,7 @@ class StreamedAnswer:
     finish_reason: str
     usage: tuple[int, int]  # prompt, completion
     include_usage: bool
+    usage_extra: dict[str, Any] = field(default_factory=dict)  # e.g. cached-token details
 
 
 async def write_stream(
@@ -84,6 +85,7 @@ async def write_stream(
         prompt, completion = answer.usage
         total = prompt + completion
         usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
+        usage.update(answer.usage_extra)
         await send([], usage)
     await response.write(b"data: [DONE]\n\n")
     await response.write_eof()
