@@ -129,4 +129,3 @@ def test_setup_points_new_and_existing_accounts_at_chatterd_keeping_other_client
         assert ours[0]["token"] == "s3cret-token" and ours[0]["enable"] is True
         assert ours[0]["messagePostFormat"] == "array"
     assert other in json.loads(account.read_text())["network"]["websocketClients"]
-

@@ -165,7 +165,7 @@ class Container:
         deadline = loop.time() + within_s
         async with aiohttp.ClientSession() as session:
             while True:
-                state = (await _podman_async("inspect", "-f", "{{.State.Status}}", self.name))
+                state = await _podman_async("inspect", "-f", "{{.State.Status}}", self.name)
                 if state.strip() != "running":
                     raise AssertionError(f"container {state.strip()}:\n{await self.logs()}")
                 try:
@@ -194,7 +194,7 @@ class Container:
     async def main_process_uid(self) -> int:
         """The daemon's real uid, read from the host's /proc (no trust in the image)."""
         pid = (await _podman_async("inspect", "-f", "{{.State.Pid}}", self.name)).strip()
-        status = Path(f"/proc/{pid}/status").read_text()
+        status = await asyncio.to_thread(Path(f"/proc/{pid}/status").read_text)
         uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))
         return int(uid_line.split()[1])
 
