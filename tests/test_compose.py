@@ -94,6 +94,13 @@ def test_no_secret_is_written_in_compose_and_every_one_is_in_env_example() -> No
     assert not filled, f".env.example ships values: {filled}"
 
 
+def test_the_setup_runs_the_same_image_built_the_same_way() -> None:
+    # Two builds of one tag with different arguments: whichever ran last would win.
+    chatterd, setup = SERVICES["chatterd"], SERVICES["napcat-setup"]
+    assert setup["image"] == chatterd["image"] and setup["build"] == chatterd["build"]
+    assert chatterd["build"]["dockerfile"] == "Containerfile"
+
+
 def test_no_service_runs_as_root_by_default_but_the_one_shot_setup() -> None:
     napcat = _env("napcat")
     assert napcat["NAPCAT_UID"] != "0" and "1000" in napcat["NAPCAT_UID"]
