@@ -11,7 +11,8 @@ bounded ulimits, host networking, the host's CA bundle and pip configuration bec
 PyPI is reached through a proxy with its own certificate).
 
 The daemon in the container talks to this machine's PostgreSQL (a database of its own)
-and to a fake model served by this test, both on the host's loopback (host network).
+and to a fake model served by this test, both on the host's loopback (host network); one
+test uses Podman's own bridge network to check what a published port reaches.
 Run: `.venv/bin/python -m pytest -q -rs -m container tests/test_container.py`.
 """
 
@@ -262,3 +263,47 @@ async def test_default_storage_lands_on_the_data_volume(
         await container.remove()
     assert "chatterd.sqlite" in data
     assert "AGENTS.md" in data or "SOUL.md" in data, data
+
+
+async def test_published_port_answers_only_when_configured_to_listen_beyond_loopback(
+    image: str, model: FakeOpenAI
+) -> None:
+    """On the container's own network: [http] host decides, as compose.yaml sets it."""
+    flags = [f for f in _engine_flags() if f not in ("--network", "host")]
+    port = _free_port()
+    base = ["run", "-d", *flags, "-p", f"127.0.0.1:{port}:8080", "-e", "OPENAI_API_KEY=sk-x"]
+    answers = {}
+    for host in ("", "0.0.0.0"):
+        env = ["-e", f"CHATTERD_HTTP__HOST={host}"] if host else []
+        name = (await _podman_async(*base, *env, image)).strip()
+        try:
+            await _wait_for_health_command(name)  # the daemon is up inside the container
+            answers[host] = await _status(f"http://127.0.0.1:{port}/healthz")
+        finally:
+            await _podman_async("rm", "-f", name, check=False)
+    assert answers == {"": None, "0.0.0.0": 200}
+
+
+async def _wait_for_health_command(name: str, within_s: float = 90.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    while True:
+        proc = await asyncio.create_subprocess_exec(
+            "podman", "healthcheck", "run", name,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        if await proc.wait() == 0:
+            return
+        if loop.time() > deadline:
+            raise AssertionError(f"unhealthy for {within_s}s:\n{await _podman_async('logs', name)}")
+        await asyncio.sleep(0.5)
+
+
+async def _status(url: str) -> int | None:
+    """The HTTP status, or None when nothing answers behind the published port."""
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+            async with session.get(url) as response:
+                return response.status
+    except (aiohttp.ClientError, TimeoutError):
+        return None
