@@ -94,7 +94,6 @@ class MessageProcessor:
         self._routes = routes
         self._outbox = Outbox(routes, store.intake)
         self._summaries = TaskTracker("summary")
-        self._tool_guide = tool_loop.guide()
         self._serial = ChatSerializer(self._options.max_in_flight)
         self._tasks = TaskTracker()
         self._closing = False
@@ -280,7 +279,7 @@ class MessageProcessor:
                 history=found.history,
                 memories=found.memories,
                 image_parts=images.parts,
-                tool_guide=self._tool_guide,
+                tool_guide=self._tool_loop.guide_for(ToolContext.for_message(message, None)),
                 summary=found.summary,
                 summary_through=found.summary_through,
                 chat_persona=await self._persona(message),

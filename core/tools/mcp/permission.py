@@ -29,9 +29,7 @@ class Decision:
     why: str  # for admins' /tools: which rule decided
 
 
-def decide(
-    server: McpServerConfig, tool: str, read_only: bool, sender: Sender
-) -> Decision:
+def decide(server: McpServerConfig, tool: str, read_only: bool, sender: Sender) -> Decision:
     """May `sender` use `tool` of `server`? `read_only` is the server's own annotation."""
     if tool in server.tool_allow:
         return _apply(server.tool_allow[tool], read_only, sender, f"tool_allow.{tool}")
