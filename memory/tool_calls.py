@@ -50,18 +50,8 @@ class ToolCallStore:
         await self._db.write(lambda conn: conn.execute(insert(ToolCallRow), [row]))
 
     async def recent(self, limit: int = 50) -> list[ToolCallEntry]:
-        query = select(ToolCallRow).order_by(ToolCallRow.id.desc()).limit(limit)
-        rows = await self._db.read(lambda conn: conn.execute(query).scalars().all())
-        return [
-            ToolCallEntry(
-                r.created_at,
-                r.server,
-                r.tool,
-                r.platform,
-                r.chat_id,
-                r.user_id,
-                r.duration_ms,
-                r.outcome,
-            )
-            for r in rows
-        ]
+        t = ToolCallRow
+        cols = (t.created_at, t.server, t.tool, t.platform, t.chat_id, t.user_id)
+        query = select(*cols, t.duration_ms, t.outcome).order_by(t.id.desc()).limit(limit)
+        rows = await self._db.read(lambda conn: conn.execute(query).all())
+        return [ToolCallEntry(*row) for row in rows]

@@ -155,7 +155,7 @@ class McpTools:
             return Observation(f"There is no tool named {name!r}.", ok=False)
         if not entry.decide(self.sender(ctx)).allowed:
             log.warning("mcp: refused %s for %s (not permitted)", name, ctx.sender_key)
-            self._record(entry, ctx, 0.0, "refused")
+            await self._record(entry, ctx, 0.0, "refused")
             return Observation(
                 f"Refused: {name} is not available to this user; it was not run.", ok=False
             )
@@ -164,7 +164,7 @@ class McpTools:
         except json.JSONDecodeError:
             arguments = None
         if not isinstance(arguments, dict):
-            self._record(entry, ctx, 0.0, "bad_arguments")
+            await self._record(entry, ctx, 0.0, "bad_arguments")
             return Observation("Not run: the arguments must be one JSON object.", ok=False)
         return await self._call(entry, arguments, ctx)
 
@@ -186,7 +186,7 @@ class McpTools:
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
-                self._record(entry, ctx, started, "cancelled")
+                self._record_later(entry, ctx, started, "cancelled")
                 raise  # our own turn is being cancelled: not the tool's failure
             outcome, text = "cancelled", "The tool call was cancelled before it finished."
         except Exception as exc:  # noqa: BLE001 - a tool never crashes the turn
@@ -196,7 +196,7 @@ class McpTools:
             text = render_result(result, self._config.max_result_chars)
             if getattr(result, "is_error", False):
                 outcome, text = "error", f"The tool failed: {text}"
-        self._record(entry, ctx, started, outcome)
+        await self._record(entry, ctx, started, outcome)
         if outcome != "ok":
             log.info("mcp tool %s: %s", entry.name, outcome)
             return Observation(bound(text, self._config.max_result_chars), ok=False)
@@ -218,22 +218,31 @@ class McpTools:
             ]
         )
 
-    def _record(self, entry: Entry, ctx: ToolContext, started: float, outcome: str) -> None:
+    async def _record(self, entry: Entry, ctx: ToolContext, started: float, outcome: str) -> None:
+        if self._recorder is not None:
+            await _safe(self._recorder.record(_record(entry, ctx, started, outcome)))
+
+    def _record_later(self, entry: Entry, ctx: ToolContext, started: float, outcome: str) -> None:
+        """While our task is being cancelled: written by a task of its own."""
         if self._recorder is None:
             return
-        duration = int((time.monotonic() - started) * 1000) if started else 0
-        record = ToolCallRecord(
-            entry.info.server,
-            entry.info.name,
-            ctx.platform,
-            ctx.chat_id,
-            ctx.user_id,
-            duration,
-            outcome,
-        )
+        record = _record(entry, ctx, started, outcome)
         task = asyncio.create_task(_safe(self._recorder.record(record)))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
+
+
+def _record(entry: Entry, ctx: ToolContext, started: float, outcome: str) -> ToolCallRecord:
+    duration = int((time.monotonic() - started) * 1000) if started else 0
+    return ToolCallRecord(
+        entry.info.server,
+        entry.info.name,
+        ctx.platform,
+        ctx.chat_id,
+        ctx.user_id,
+        duration,
+        outcome,
+    )
 
 
 def _target(call: ToolCall) -> tuple[str, str]:
