@@ -89,6 +89,7 @@ class Commands:
 
     async def _help(self, message: InboundMessage, args: list[str]) -> Reply:
         usage = "usage" in self._handlers
+        tools = "tools" in self._handlers
         lines = [
             f"I'm {self._bot_name}, a chat assistant. In groups, mention me, reply to me or "
             "say my name; in a private chat just talk.",
@@ -100,8 +101,7 @@ class Commands:
             "/reset — clear our private chat's history (memories stay)",
             "/context — what my last answer in this chat was built from",
             *(["/usage — the tokens you used today and this month"] if usage else []),
-            *(["/tools — the tools from connected services you may use"]
-              if "tools" in self._handlers else []),
+            *(["/tools — the tools from services I can use for you"] if tools else []),
             "/help — this list",
         ]
         if self.is_admin(message):

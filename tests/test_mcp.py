@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 
 from bot.app import App, Seams
+from bot.tools_command import ToolsCommand
 from memory.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI, content_text
 from tests.rig import ADMIN, msg, settings_for, turn_path
@@ -181,10 +181,6 @@ async def test_ten_chats_share_one_server_process(
     storage: SqlStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with mcp_rig(storage, tmp_path, monkeypatch) as rig:
-
-        def script(body: dict[str, Any]) -> Any:
-            return "all done"
-
         for _ in range(10):
             rig.fake.reply_tool_calls([{"name": "test__lookup", "arguments": {"word": "x"}}])
         replies = await asyncio.gather(
@@ -204,11 +200,7 @@ async def test_tools_command_member_and_admin(
     storage: SqlStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with mcp_rig(storage, tmp_path, monkeypatch) as rig:
-        commands = rig.app  # the commands are reached through the dispatcher's table
-        del commands
-        from bot.tools_command import ToolsCommand
-
-        command = ToolsCommand(rig.app.mcp)
+        command = ToolsCommand(rig.app.mcp)  # what /tools runs (bot/commands.py)
         member = (await command(msg("/tools", sender=MEMBER, group=True), [])).text
         assert "test__lookup" in member and "write_note" not in member
         admin = (await command(msg("/tools", sender="1000", group=True), [])).text
@@ -225,11 +217,11 @@ async def test_streamable_http_server(
     storage: SqlStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.mcp_server", "http", str(port)],
+    proc = await asyncio.create_subprocess_exec(
+        *[sys.executable, "-m", "tests.fakes.mcp_server", "http", str(port)],
         cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
     )
     try:
         for _ in range(200):
@@ -249,4 +241,4 @@ async def test_streamable_http_server(
             )
     finally:
         proc.terminate()
-        proc.wait(10)
+        await proc.wait()
