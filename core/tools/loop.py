@@ -369,7 +369,6 @@ class ToolLoop:
             TurnDraft("user", "tool_result", body, {"results": summary}),
         ]
 
-
     def _frame(self, call: ToolCall, observation: Observation) -> str:
         if self._source is not None and self._source.owns(call.tool):
             return self._source.frame(call, observation, self._registry.defuse_markers)
