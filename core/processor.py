@@ -279,7 +279,7 @@ class MessageProcessor:
                 history=found.history,
                 memories=found.memories,
                 image_parts=images.parts,
-                tool_guide=self._tool_loop.guide_for(ToolContext.for_message(message, None)),
+                **self._tool_loop.turn_tools(ToolContext.for_message(message, None)),
                 summary=found.summary,
                 summary_through=found.summary_through,
                 chat_persona=await self._persona(message),

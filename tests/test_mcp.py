@@ -20,6 +20,7 @@ import pytest
 
 from bot.app import App, Seams
 from bot.tools_command import ToolsCommand
+from core.context.report import format_report
 from memory.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI, content_text
 from tests.rig import ADMIN, msg, settings_for, turn_path
@@ -242,3 +243,18 @@ async def test_streamable_http_server(
     finally:
         proc.terminate()
         await proc.wait()
+
+
+async def test_definitions_count_in_the_budget_and_the_least_recently_used_are_left_out(
+    storage: SqlStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with mcp_rig(storage, tmp_path, monkeypatch, mcp={"max_tool_tokens": 130}) as rig:
+        rig.fake.reply_tool_calls([{"name": "test__huge"}])
+        await rig.ask("first")
+        before = [n for n in offered(rig.fake.requests[0]) if n.startswith("test__")]
+        assert 0 < len(before) < 4  # of the four read-only tools, not all fit
+        report = format_report(rig.app.processor.last_report("telegram", "g"))  # type: ignore[union-attr, arg-type]
+        assert "Tool definitions: " in report and "left out to fit: " in report
+        assert "test__huge" not in before  # never offered, but permitted: it ran
+        await rig.ask("again")
+        assert "test__huge" in offered(rig.fake.requests[-1])  # now the most recently used

@@ -181,6 +181,7 @@ class ContextBuilder:
         chat_id: str | None = None,
         max_history_items: int | None = None,
         recount: bool = False,
+        reserved_tokens: int = 0,
     ) -> BuiltContext:
         """Messages and report for one turn.
 
@@ -192,7 +193,7 @@ class ContextBuilder:
         retrieved text); one named like a built-in replaces it. `recount` re-tokenizes
         the kept history instead of trusting stored counts (for counts of unknown origin).
         """
-        limit = self.max_tokens - self.reply_tokens
+        limit = self.max_tokens - self.reply_tokens - max(0, reserved_tokens)  # tool definitions
         current = self._current(current_message, current_tokens, images, media, limit)
         room = limit - REPLY_PRIMER_TOKENS - self._system_framing - current.tokens
         wanted = self.system.components(skill_names, components, channel, chat_id)
@@ -265,7 +266,13 @@ class ContextBuilder:
             current_tokens=turn.user_tokens,
             images=turn.image_parts,
             components=parts,
+            reserved_tokens=turn.tool_tokens,
         )
+        if turn.tool_tokens or turn.tools_dropped:
+            report = replace(
+                built.report, tool_tokens=turn.tool_tokens, tools_dropped=turn.tools_dropped
+            )
+            built = BuiltContext(built.messages, report)
         if turn.summary is None:
             return built
         folded = (turn.summary.meta or {}).get("turns", 0)

@@ -138,6 +138,17 @@ class ToolLoop:
         """The tool guide for the system prompt, matching this loop's mode."""
         return self._registry.guide(native=self._mode == "native")
 
+    def turn_tools(self, ctx: ToolContext) -> dict[str, Any]:
+        """This sender's tool material for the context (TurnInput's tool_guide,
+        tool_tokens, tools_dropped): definitions sent as functions count in the budget."""
+        native = self._mode == "native"
+        out: dict[str, Any] = {"tool_guide": self.guide_for(ctx)}
+        if self._source is not None:
+            offer = self._source.offer(ctx, native=native)
+            out["tool_tokens"] = offer.tokens if native else 0  # markers: in the guide
+            out["tools_dropped"] = offer.dropped
+        return out
+
     def guide_for(self, ctx: ToolContext) -> str:
         """The tool guide for this sender: only the source's tools they may use."""
         native = self._mode == "native"
