@@ -258,3 +258,18 @@ async def test_definitions_count_in_the_budget_and_the_least_recently_used_are_l
         assert "test__huge" not in before  # never offered, but permitted: it ran
         await rig.ask("again")
         assert "test__huge" in offered(rig.fake.requests[-1])  # now the most recently used
+
+
+async def test_the_reference_time_server_in_a_group(
+    storage: SqlStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`mcp-server-time` from PyPI, configured as docs/tools.md shows, in markers mode."""
+    command = Path(sys.executable).parent / "mcp-server-time"
+    if not command.exists():
+        pytest.skip("mcp-server-time is not installed (pip install -e '.[dev]')")
+    server = {"command": str(command)}
+    async with mcp_rig(storage, tmp_path, monkeypatch, mode="markers", server=server) as rig:
+        rig.fake.reply('[Call: test__get_current_time {"timezone": "Etc/UTC"}]')
+        await rig.ask("what day is it?")
+        assert '"timezone": "Etc/UTC"' in tool_messages(rig.fake.requests[1])
+        assert "day_of_week" in tool_messages(rig.fake.requests[1])

@@ -3,6 +3,9 @@ budget, result bounding. No server needed."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -14,6 +17,7 @@ from core.tools.mcp.permission import Sender, decide
 from core.tools.mcp.render import offered_name, render_result
 from core.tools.mcp.session import ToolInfo
 
+ROOT = Path(__file__).resolve().parent.parent
 MEMBER, ADMIN = Sender("telegram:2", False), Sender("telegram:1", True)
 
 
@@ -72,3 +76,13 @@ def test_config_masks_secrets_and_names_bad_keys(tmp_path) -> None:  # type: ign
     path.write_text('[mcp]\nservers.t = { command = "t", url = "https://x" }\n')
     with pytest.raises(ConfigError, match="mcp.servers.t"):
         load_config(path, environ={})
+
+
+def test_the_sdk_is_not_imported_without_servers() -> None:
+    """The idle daemon's memory: the wiring imports no part of the MCP SDK by itself."""
+    code = (
+        "import sys, bot.cli, bot.app, bot.config, core.processor\n"
+        "loaded = [m for m in sys.modules if m == 'mcp' or m.startswith('mcp.')]\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
