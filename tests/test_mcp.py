@@ -214,32 +214,43 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def test_streamable_http_server(
-    storage: SqlStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    port = _free_port()
+async def _http_server(port: int) -> asyncio.subprocess.Process:
     proc = await asyncio.create_subprocess_exec(
         *[sys.executable, "-m", "tests.fakes.mcp_server", "http", str(port)],
         cwd=ROOT,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )
+    for _ in range(600):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc
+        except OSError:
+            await asyncio.sleep(0.1)
+    raise AssertionError("the HTTP MCP server did not start")
+
+
+async def test_streamable_http_server_and_its_session_expiring(
+    storage: SqlStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = _free_port()
+    proc = await _http_server(port)
     try:
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                await asyncio.sleep(0.1)
         server = {"url": f"http://127.0.0.1:{port}/mcp", "headers": {"X-Token": "s3cret"}}
         async with mcp_rig(storage, tmp_path, monkeypatch, server=server) as rig:
             rig.fake.reply_tool_calls([{"name": "test__lookup", "arguments": {"word": "web"}}])
             await rig.ask("over http")
             assert "web: a word" in tool_messages(rig.fake.requests[1])
-            assert (
-                json.dumps(rig.app.extra_health and await rig.app.extra_health()).count("s3cret")
-                == 0
-            )
+            health = await rig.app.extra_health()
+            assert health["mcp"]["test"]["transport"] == "http"
+            assert "s3cret" not in json.dumps(health)
+            proc.terminate()  # a restarted server knows nothing of our session
+            await proc.wait()
+            proc = await _http_server(port)
+            rig.fake.reply_tool_calls([{"name": "test__lookup", "arguments": {"word": "again"}}])
+            await rig.ask("still there?")
+            seen = tool_messages(rig.fake.requests[-1])
+            assert "again: a word" in seen and "failed" not in seen
     finally:
         proc.terminate()
         await proc.wait()

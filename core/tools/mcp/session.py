@@ -116,7 +116,7 @@ class ServerLink:
             try:
                 return await session.call_tool(tool, arguments)
             except MCPError as exc:
-                if exc.code != CONNECTION_CLOSED or attempt == 2:
+                if not _session_gone(exc) or attempt == 2:
                     raise
                 reason = str(exc)
             except (ValueError, TypeError):
@@ -266,6 +266,15 @@ async def _list_tools(server: str, session: ClientSession) -> list[ToolInfo]:
         if not cursor:
             break
     return found
+
+
+def _session_gone(exc: MCPError) -> bool:
+    """The connection closed, or an HTTP server no longer knows our session (it restarted
+    or expired it: 404 "Session not found" / "Session terminated")."""
+    if exc.code == CONNECTION_CLOSED:
+        return True
+    text = exc.message.casefold()
+    return "session" in text and any(w in text for w in ("not found", "terminated", "expired"))
 
 
 def _short(exc: BaseException) -> str:
