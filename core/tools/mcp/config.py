@@ -47,7 +47,10 @@ class McpServerConfig(_Section):
     tool_allow: dict[str, Allow] = {}  # per-tool overrides of `allow`
     enabled: bool = True
 
-    _allow = field_validator("allow")(classmethod(lambda cls, v: _check_allow(v)))
+    @field_validator("allow")
+    @classmethod
+    def _allow(cls, value: Allow) -> Allow:
+        return _check_allow(value)
 
     @field_validator("tool_allow")
     @classmethod
