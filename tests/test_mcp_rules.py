@@ -86,3 +86,16 @@ def test_the_sdk_is_not_imported_without_servers() -> None:
         "assert not loaded, loaded\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+async def test_a_server_that_cannot_start_is_down_and_calls_say_so(tmp_path: Path) -> None:
+    from core.tools.mcp.session import ServerDown, ServerLink
+
+    link = ServerLink("gone", McpServerConfig(command=str(tmp_path / "no-such-server")), 5.0)
+    link.start()
+    await link.started()
+    assert link.health()["state"] == "down" and link.health()["error"]
+    with pytest.raises(ServerDown):
+        await link.call("anything", {})  # one more try, then the failure in words
+    await link.close()
+    assert link.health()["state"] == "stopped"
