@@ -43,7 +43,7 @@ async def test_sigterm_ends_every_stdio_server(tmp_path: Path, database_url: str
         )
         daemon = Daemon(env, tmp_path / "daemon.log", port)
         try:
-            await daemon.start(within_s=60)
+            await daemon.start(within_s=120)  # a loaded machine starts slowly
             health = await daemon.health()
             assert health["mcp"]["test"]["state"] == "ready", daemon.log()
             [pid] = [int(p) for p in pids.read_text().split()]
