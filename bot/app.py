@@ -20,6 +20,7 @@ from bot.console import RecentErrors
 from bot.dispatcher import Dispatcher
 from bot.errors import StartupError
 from bot.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
+from bot.tools_command import ToolsCommand
 from bot.usage_command import UsageCommand
 from channels.base import Channel, ChannelHealth
 from core.context import ContextBuilder
@@ -109,6 +110,7 @@ class App:
         self.recovery: Recovery | None = None
         self._recovery_stop = asyncio.Event()
         self._models: dict[str, FallbackProvider] = {}  # "llm", "vision": their endpoints
+        self.mcp: Any = None  # core.tools.mcp.tools.McpTools, when [mcp] servers are set
 
     def health(self) -> dict[str, ChannelHealth]:
         return {channel.name: channel.health() for channel in self.channels}
@@ -120,7 +122,10 @@ class App:
     async def extra_health(self) -> dict[str, Any]:
         """The /healthz sections beside the channels: turn states and model endpoints."""
         turns = await self.recovery.health() if self.recovery is not None else None
-        return {"turns": turns, "models": self.model_health()}
+        extra = {"turns": turns, "models": self.model_health()}
+        if self.mcp is not None:
+            extra["mcp"] = self.mcp.health()
+        return extra
 
     async def __aenter__(self) -> App:
         try:
@@ -183,12 +188,13 @@ class App:
             turn_material=turn_material(settings),
             clock=self._clock,  # the trusted time block too (a test's clock crosses minutes)
         )
+        mcp = await self._mcp_tools(counter)
         self.processor = MessageProcessor(
             store=self.storage,
             context=context,
             counter=counter,
             options=options,
-            tool_loop=self._tool_loop(llm, meter),
+            tool_loop=self._tool_loop(llm, meter, mcp),
             read_images=self._seams.read_images or self._vision_reader(meter),
             compactor=self._compactor(llm, self.storage, counter, meter),
             routes=self.routes,
@@ -211,6 +217,7 @@ class App:
             context_report=self.processor.last_report,
             bot_control=BotCommand.from_settings(settings, chat_settings),
             usage=UsageCommand(self.storage.usage, admins=admins, limits=limits, clock=self._clock),
+            tools=ToolsCommand(mcp),
         )
         quota = QuotaGuard(limits, self.storage.usage, clock=self._clock)
         dispatcher = Dispatcher.from_settings(
@@ -361,21 +368,44 @@ class App:
             meter=meter,
         )
 
-    def _tool_loop(self, llm: LLMProvider, meter: UsageMeter) -> ToolLoop:
+    async def _mcp_tools(self, counter: TokenCounter) -> Any:
+        """The MCP servers' tools, started now; None (and no SDK import) without servers."""
+        if not self.settings.mcp.servers:
+            return None
+        from core.tools.mcp.record import SqlCallRecorder
+        from core.tools.mcp.tools import McpTools
+
+        assert self.storage is not None
+        tools = McpTools(
+            self.settings.mcp,
+            frozenset(self.settings.bot.admins),
+            count=counter.count,
+            recorder=SqlCallRecorder(self.storage.tool_calls),
+        )
+        self._stack.push_async_callback(tools.close)  # every server process ends with us
+        await tools.start()
+        self.mcp = tools
+        return tools
+
+    def _tool_loop(self, llm: LLMProvider, meter: UsageMeter, mcp: Any = None) -> ToolLoop:
         tools = self.settings.tools
         search = self._seams.search
         if search is None:
             backend = duckduckgo_backend(tools.search_results, tools.search_timeout_s)
             self._stack.callback(backend.close)
             search = backend
+        registry = default_registry(search, search_enabled=tools.search)
+        if mcp is not None and tools.mode == "markers":
+            registry.register(mcp.marker_tool())  # `[Call: server__tool {...}]`
         return ToolLoop(
-            default_registry(search, search_enabled=tools.search),
+            registry,
             llm,
             max_rounds=tools.max_rounds,
             handler_timeout_s=tools.search_timeout_s + 2,
             mode=tools.mode,
             max_tokens=self.settings.llm.reply_tokens,
             meter=meter,
+            source=mcp,
         )
 
     def _uses_endpoint(self) -> bool:

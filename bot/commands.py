@@ -49,6 +49,7 @@ class Commands:
         context_report: ReportSource,
         bot_control: Handler | None = None,
         usage: Handler | None = None,
+        tools: Handler | None = None,
     ) -> None:
         """`bot_control` is `/bot` (bot/bot_command.py), when the daemon has chat settings;
         `usage` is `/usage` (bot/usage_command.py), when it meters model calls."""
@@ -68,10 +69,12 @@ class Commands:
             self._handlers["bot"] = bot_control
         if usage is not None:  # /usage (bot/usage_command.py), when the daemon meters
             self._handlers["usage"] = usage
+        if tools is not None:  # /tools (bot/tools_command.py): MCP tools per sender
+            self._handlers["tools"] = tools
 
     @property
     def names(self) -> list[str]:
-        known = ("help", "reset", "context", "memory", "bot", "usage")
+        known = ("help", "reset", "context", "memory", "bot", "usage", "tools")
         return [name for name in known if name in self._handlers]
 
     async def handle(self, message: InboundMessage) -> Reply:
@@ -86,6 +89,7 @@ class Commands:
 
     async def _help(self, message: InboundMessage, args: list[str]) -> Reply:
         usage = "usage" in self._handlers
+        tools = "tools" in self._handlers
         lines = [
             f"I'm {self._bot_name}, a chat assistant. In groups, mention me, reply to me or "
             "say my name; in a private chat just talk.",
@@ -97,6 +101,7 @@ class Commands:
             "/reset — clear our private chat's history (memories stay)",
             "/context — what my last answer in this chat was built from",
             *(["/usage — the tokens you used today and this month"] if usage else []),
+            *(["/tools — the tools from services I can use for you"] if tools else []),
             "/help — this list",
         ]
         if self.is_admin(message):

@@ -31,6 +31,7 @@ from pydantic_settings import (
 )
 
 from channels.config import HttpConfig, OnebotConfig, Section, TelegramConfig
+from core.tools.mcp.config import McpConfig
 
 log = logging.getLogger(__name__)
 
@@ -278,6 +279,7 @@ class Settings(BaseSettings):
     web: WebConfig = WebConfig()
     access: AccessConfig = AccessConfig()
     limits: LimitsConfig = LimitsConfig()
+    mcp: McpConfig = McpConfig()  # tools from MCP servers (core/tools/mcp/config.py)
 
     @model_validator(mode="after")
     def _telegram_rate_limit_moved(self) -> Settings:
@@ -395,4 +397,6 @@ def _mask(value: object, data: Any) -> Any:
         return {key: _mask(getattr(value, key), data[key]) for key in data}
     if isinstance(value, list):
         return [_mask(item, dumped) for item, dumped in zip(value, data, strict=True)]
+    if isinstance(value, dict):  # e.g. [mcp] servers, and their headers and env
+        return {key: _mask(item, data[key]) for key, item in value.items()}
     return data

@@ -101,7 +101,6 @@ class MessageProcessor:
         self._routes = routes
         self._outbox = Outbox(routes, store.intake)
         self._summaries = TaskTracker("summary")
-        self._tool_guide = tool_loop.guide()
         self._serial = ChatSerializer(
             self._options.max_in_flight, self._options.max_in_flight_per_user
         )
@@ -344,7 +343,7 @@ class MessageProcessor:
                 history=found.history,
                 memories=found.memories,
                 image_parts=images.parts,
-                tool_guide=self._tool_guide,
+                **self._tool_loop.turn_tools(ToolContext.for_message(message, None)),
                 summary=found.summary,
                 summary_through=found.summary_through,
                 chat_persona=await self._persona(message),

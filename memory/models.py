@@ -352,3 +352,24 @@ class UsageRow(Base):
     estimated_calls: Mapped[int] = mapped_column(Integer, default=0)
     # Of prompt_tokens, what the provider reported serving from its prompt cache (0007).
     cached_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+
+
+class ToolCallRow(Base):
+    """One call of a tool from an MCP server: who asked, how long it took, how it ended.
+
+    Why rows and not counters: an operator investigating "who made the bot do that"
+    needs the individual call, its sender and its chat (the console shows recent ones).
+    """
+
+    __tablename__ = "tool_calls"
+    __table_args__ = (Index("ix_tool_calls_created", "created_at"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    server: Mapped[str] = mapped_column(String(64))
+    tool: Mapped[str] = mapped_column(String(NAME_LEN))
+    platform: Mapped[str] = mapped_column(String(PLATFORM_LEN))
+    chat_id: Mapped[str] = mapped_column(String(ID_LEN))
+    user_id: Mapped[str] = mapped_column(String(ID_LEN))
+    duration_ms: Mapped[int] = mapped_column(Integer, default=0)
+    outcome: Mapped[str] = mapped_column(String(KIND_LEN))

@@ -59,12 +59,16 @@ async def _overview(console: Console, request: web.Request) -> web.Response:
         title="Tokens per day, last 30 days",
     )
     models: dict[str, list[dict[str, Any]]] = extra.get("models") or {}
+    mcp: dict[str, dict[str, Any]] = extra.get("mcp") or {}  # only when servers are set
+    tool_calls = await deps.storage.tool_calls.recent(20) if mcp else []
     return console.render(
         request,
         "overview.html",
         channels=channels,
         turns=extra.get("turns"),
         models=sorted(models.items()),
+        mcp=sorted(mcp.items()),
+        tool_calls=tool_calls,
         turns_chart=turns_chart,
         tokens_chart=tokens_chart,
         turns_total=sum(h.answered + h.failed + h.open for h in hours),

@@ -192,6 +192,7 @@ class ContextBuilder:
         chat_id: str | None = None,
         max_history_items: int | None = None,
         recount: bool = False,
+        reserved_tokens: int = 0,
     ) -> BuiltContext:
         """Messages and report for one turn.
 
@@ -203,7 +204,7 @@ class ContextBuilder:
         retrieved text); one named like a built-in replaces it. `recount` re-tokenizes
         the kept history instead of trusting stored counts (for counts of unknown origin).
         """
-        limit = self.max_tokens - self.reply_tokens
+        limit = self.max_tokens - self.reply_tokens - max(0, reserved_tokens)  # tool definitions
         current = self._current(current_message, current_tokens, images, media, limit)
         # Room for two system messages' framing: the head and the tail after the history.
         room = limit - REPLY_PRIMER_TOKENS - 2 * self._system_framing - current.tokens
@@ -289,7 +290,13 @@ class ContextBuilder:
             current_tokens=turn.user_tokens,
             images=turn.image_parts,
             components=parts,
+            reserved_tokens=turn.tool_tokens,
         )
+        if turn.tool_tokens or turn.tools_dropped:
+            report = replace(
+                built.report, tool_tokens=turn.tool_tokens, tools_dropped=turn.tools_dropped
+            )
+            built = BuiltContext(built.messages, report)
         if turn.summary is None:
             return built
         folded = (turn.summary.meta or {}).get("turns", 0)

@@ -55,6 +55,8 @@ class ContextReport:
     current_truncated: bool = False
     images: int = 0
     summary: SummaryInfo | None = None  # the progress summary shown above the history
+    tool_tokens: int = 0  # function-tool definitions sent beside the messages (native mode)
+    tools_dropped: tuple[str, ...] = ()  # tools the sender may use, left out for the budget
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,12 @@ def format_report(report: ContextReport) -> str:
             f"(through #{report.summary.through_id})."
         )
     lines.append(f"Current message: {report.current_tokens} tokens.")
+    if report.tool_tokens or report.tools_dropped:
+        cut = ", ".join(report.tools_dropped)
+        lines.append(
+            f"Tool definitions: {report.tool_tokens} tokens"
+            + (f"; left out to fit: {cut}." if cut else ".")
+        )
     return "\n".join(lines)
 
 

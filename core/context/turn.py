@@ -30,6 +30,8 @@ class TurnInput:
     summary: Turn | None = None  # the chat's progress summary; `history` starts after it
     summary_through: int = 0  # the id of the last turn `summary` covers
     chat_persona: str = ""  # this chat's own persona line (`/bot persona`), set by an admin
+    tool_tokens: int = 0  # function-tool definitions sent with the request (budgeted)
+    tools_dropped: tuple[str, ...] = ()  # allowed tools left out of the offer to fit
 
 
 # (platform, chat_id) -> that chat's persona line, "" for none (the daemon reads

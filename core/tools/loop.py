@@ -34,6 +34,7 @@ from core.tools.registry import (
     ToolRegistry,
 )
 from core.tools.search import SearchBackend, search_tool
+from core.tools.source import ToolSource
 from core.usage.meter import ModelCall, UsageMeter, UsageSubject
 from memory.types import Role, TurnKind
 
@@ -115,6 +116,7 @@ class ToolLoop:
         max_calls_per_round: int = 4,
         give_up_reply: str = GIVE_UP_REPLY,
         meter: UsageMeter | None = None,
+        source: ToolSource | None = None,
     ) -> None:
         if max_rounds < 0 or handler_timeout_s <= 0 or max_calls_per_round < 1:
             raise ValueError("max_rounds >= 0, handler_timeout_s > 0, max_calls_per_round >= 1")
@@ -130,10 +132,33 @@ class ToolLoop:
         self._max_calls = max_calls_per_round
         self._give_up = give_up_reply
         self._meter = meter  # every model call of a turn is counted for its sender
+        self._source = source  # tools offered per sender (MCP servers), if any
 
     def guide(self) -> str:
         """The tool guide for the system prompt, matching this loop's mode."""
         return self._registry.guide(native=self._mode == "native")
+
+    def turn_tools(self, ctx: ToolContext) -> dict[str, Any]:
+        """This sender's tool material for the context (TurnInput's tool_guide,
+        tool_tokens, tools_dropped): definitions sent as functions count in the budget."""
+        native = self._mode == "native"
+        out: dict[str, Any] = {"tool_guide": self.guide_for(ctx)}
+        if self._source is not None:
+            offer = self._source.offer(ctx, native=native)
+            out["tool_tokens"] = offer.tokens if native else 0  # markers: in the guide
+            out["tools_dropped"] = offer.dropped
+        return out
+
+    def guide_for(self, ctx: ToolContext) -> str:
+        """The tool guide for this sender: only the source's tools they may use."""
+        native = self._mode == "native"
+        if self._source is None:
+            return self._registry.guide(native=native)
+        offer = self._source.offer(ctx, native=native)
+        hidden = () if offer.names else ("mcp_call",)
+        return self._registry.guide(
+            native=native, extra=offer.guide_lines(native=native), hide=hidden
+        )
 
     async def run(
         self,
@@ -165,11 +190,14 @@ class ToolLoop:
         usage = Usage()
         rounds = 0
         status = ""
-        native = self._mode == "native" and bool(self._registry)
+        offered: list[dict[str, Any]] = []
+        if self._source is not None and self._mode == "native":
+            offered = self._source.offer(ctx, native=True).functions()
+        native = self._mode == "native" and (bool(self._registry) or bool(offered))
         while True:
             # Native: keep offering the tools on the final call so the request stays valid
             # for servers that insist on it; the note and the loop bound do the stopping.
-            tools = self._registry.openai_tools() if native else None
+            tools = self._registry.openai_tools() + offered if native else None
             result = await self._ask(convo, tools, preview, status)
             usage = usage.add(result)
             calls.append(ModelCall(result, list(convo)))
@@ -244,11 +272,15 @@ class ToolLoop:
             call_id = call_id or f"call_{index}"
             call = ToolCall(tool=name, arg="", call_id=call_id, raw=arguments)
             tool = self._registry.get(name)
-            if tool is None:
-                pending.append(_Pending(call, f"There is no tool named {name!r}."))
-                continue
             if index >= self._max_calls:
                 pending.append(_Pending(call, "Not run: too many tool calls in one round."))
+                continue
+            if tool is None and self._source is not None and self._source.owns(name):
+                source_call = ToolCall(name, arguments, raw=arguments, call_id=call_id)
+                pending.append(_Pending(source_call))  # the source checks permission, args
+                continue
+            if tool is None:
+                pending.append(_Pending(call, f"There is no tool named {name!r}."))
                 continue
             arg, error = _native_arg(arguments, tool.arg_attr)
             pending.append(_Pending(ToolCall(name, arg, raw=arguments, call_id=call_id), error))
@@ -290,6 +322,8 @@ class ToolLoop:
         return out
 
     async def _run_one(self, call: ToolCall, ctx: ToolContext) -> Observation:
+        if self._source is not None and self._source.owns(call.tool):
+            return await self._source.run(call, ctx)  # bounded by its own timeouts
         tool = self._registry.get(call.tool)
         if tool is None:
             return Observation(f"There is no tool named {call.tool!r}.", ok=False)
@@ -316,7 +350,7 @@ class ToolLoop:
     ) -> list[TurnDraft]:
         note = LAST_ROUND_NOTE if last else NEXT_ROUND_NOTE
         frames = [
-            self._registry.frame(item.call, obs) if item.error is None else _refused(item, obs)
+            self._frame(item.call, obs) if item.error is None else _refused(item, obs)
             for item, (obs, _) in zip(pending, observations, strict=True)
         ]
         summary = [
@@ -345,6 +379,11 @@ class ToolLoop:
             TurnDraft("assistant", "tool_call", result.text or "", {"calls": summary}),
             TurnDraft("user", "tool_result", body, {"results": summary}),
         ]
+
+    def _frame(self, call: ToolCall, observation: Observation) -> str:
+        if self._source is not None and self._source.owns(call.tool):
+            return self._source.frame(call, observation, self._registry.defuse_markers)
+        return self._registry.frame(call, observation)
 
 
 def default_registry(
