@@ -13,6 +13,8 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
+from aiohttp.abc import AbstractResolver
+
 from bot.bot_command import BotCommand
 from bot.commands import Commands
 from bot.config import Settings
@@ -20,6 +22,7 @@ from bot.console import Console, ConsoleDeps, RecentErrors
 from bot.dispatcher import Dispatcher
 from bot.errors import StartupError
 from bot.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
+from bot.shared_media import SharedMedia
 from bot.usage_command import UsageCommand
 from channels.base import Channel, ChannelHealth
 from core.context import ContextBuilder
@@ -60,6 +63,7 @@ class Seams:
     search: SearchBackend | None = None  # instead of DuckDuckGo
     read_images: ImageReader | None = None  # instead of the `[vision]` reader
     clock: WallClock | None = None  # the UTC wall clock usage days and quotas go by
+    links_resolver: AbstractResolver | None = None  # DNS for link fetches (tests map names)
 
 
 @dataclass(frozen=True)
@@ -159,6 +163,7 @@ class App:
         self._stack.push_async_callback(llm.close)
         counter = get_counter(settings.context.tokenizer)
         meter = UsageRecorder(self.storage.usage, counter, clock=self._clock)
+        self._shared = SharedMedia(settings, self._stack, meter, self._seams.links_resolver)
         context = ContextBuilder(
             settings.bot.workspace,
             max_tokens=settings.llm.context_window,
@@ -177,6 +182,7 @@ class App:
             compactor=self._compactor(llm, self.storage, counter, meter),
             routes=self.routes,
             chat_persona=lambda platform, chat_id: _persona(chat_settings, platform, chat_id),
+            read_shared=self._shared.reader,
         )
         self.recovery = Recovery(
             self.storage.intake,
@@ -324,8 +330,10 @@ class App:
             backend = duckduckgo_backend(tools.search_results, tools.search_timeout_s)
             self._stack.callback(backend.close)
             search = backend
+        registry = default_registry(search, search_enabled=tools.search)
+        self._shared.add_tools(registry)
         return ToolLoop(
-            default_registry(search, search_enabled=tools.search),
+            registry,
             llm,
             max_rounds=tools.max_rounds,
             handler_timeout_s=tools.search_timeout_s + 2,

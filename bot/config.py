@@ -30,6 +30,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from bot.media_config import DocumentsConfig, LinksConfig, VoiceConfig
 from channels.config import HttpConfig, OnebotConfig, Section, TelegramConfig
 
 log = logging.getLogger(__name__)
@@ -258,6 +259,9 @@ class Settings(BaseSettings):
     web: WebConfig = WebConfig()
     access: AccessConfig = AccessConfig()
     limits: LimitsConfig = LimitsConfig()
+    links: LinksConfig = LinksConfig()
+    documents: DocumentsConfig = DocumentsConfig()
+    voice: VoiceConfig = VoiceConfig()
 
     @model_validator(mode="after")
     def _telegram_rate_limit_moved(self) -> Settings:
