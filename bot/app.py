@@ -209,6 +209,7 @@ class App:
             commands=commands,
             chat_settings=chat_settings,
             quota=quota,
+            hear=self._shared.reader.hear if self._shared.speech is not None else None,
         )
         return TurnPath(self.storage, self.processor, commands, dispatcher, self.recovery)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from core.messages import DeliveryError, ImageRef, OutboundMessage, Sent
+from core.messages import Attachment, DeliveryError, ImageRef, OutboundMessage, Sent
 from core.storage import Intake
 from core.streaming import ReplyStream, StreamRecorder
 
@@ -62,6 +62,11 @@ class ChannelRoutes:
     ) -> ImageRef | None:
         outlet = self._outlets.get(platform)
         return outlet.restore_image(locator, mime, name) if outlet is not None else None
+
+    def restore_attachment(self, platform: str, stub: Attachment) -> Attachment | None:
+        """A document or voice note fetchable again, for channels that can (optional)."""
+        restore = getattr(self._outlets.get(platform), "restore_attachment", None)
+        return restore(stub) if callable(restore) else None
 
 
 class Outbox:

@@ -19,7 +19,6 @@ from cachetools import LRUCache
 
 from channels.base import ChannelHealth, MessageHandler
 from channels.config import OnebotConfig
-from channels.download import DownloadPolicy, SafeDownloader
 from channels.onebot.actions import OneBotError
 from channels.onebot.connections import ConnectionRegistry
 from channels.onebot.inbound import Inbound
@@ -27,6 +26,7 @@ from channels.onebot.outbound import Authors, Outbound
 from channels.onebot.pacing import Clock, SendPacer
 from channels.onebot.transport import ForwardClient, OneBotConnection, ReverseServer
 from core.inject import clean_name
+from core.media.fetch import DownloadPolicy, SafeDownloader
 from core.messages import ImageRef, OutboundMessage, Sent
 from core.ordering import TaskTracker
 

@@ -11,11 +11,12 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from channels.onebot.message import ParsedMessage, interpret, normalize_message
+from channels.onebot.message import FileSegment, ParsedMessage, interpret, normalize_message
 from core.inject import clean_name
-from core.messages import ChatType, ImageRef, InboundMessage
+from core.messages import Attachment, ChatType, ImageRef, InboundMessage
 
 ImageRefFactory = Callable[[str, str], ImageRef]  # (url, file name) -> lazy image
+FileRefFactory = Callable[[FileSegment], Attachment]  # a file or record -> lazy attachment
 
 
 class InvalidEvent(ValueError):
@@ -23,7 +24,10 @@ class InvalidEvent(ValueError):
 
 
 def to_inbound(
-    frame: dict[str, Any], self_id: str | None, image_ref: ImageRefFactory
+    frame: dict[str, Any],
+    self_id: str | None,
+    image_ref: ImageRefFactory,
+    file_ref: FileRefFactory | None = None,
 ) -> tuple[InboundMessage, ParsedMessage] | None:
     """Map one `post_type: message` event. None for the bot's own messages.
 
@@ -58,16 +62,23 @@ def to_inbound(
         mentions_bot=parsed.mentions_self,
         message_id=str(message_id) if message_id is not None else None,
         timestamp=timestamp(frame.get("time")),
+        attachments=tuple(file_ref(f) for f in parsed.files) if file_ref is not None else (),
     )
     return message, parsed
 
 
-def with_reply(message: InboundMessage, target: str | None, self_id: str | None) -> InboundMessage:
-    """Fill in whom the message replies to, and whether that was the bot."""
+def with_reply(
+    message: InboundMessage,
+    target: str | None,
+    self_id: str | None,
+    quoted_text: str | None = None,
+) -> InboundMessage:
+    """Fill in whom the message replies to, whether that was the bot, and what it said."""
     return replace(
         message,
         reply_to_sender_id=target,
         reply_to_bot=target is not None and self_id is not None and target == self_id,
+        reply_text=quoted_text or message.reply_text,
     )
 
 

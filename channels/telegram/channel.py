@@ -49,6 +49,7 @@ from channels.telegram.presence import AckReaction, Presence
 from channels.telegram.replies import deliver_reply, send_logged
 from channels.telegram.stream import StreamSettings, TelegramStream
 from core.messages import (
+    Attachment,
     ChatType,
     DeliveryError,
     ImageRef,
@@ -69,7 +70,9 @@ DEFAULT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("reset", "Clear our private chat's history"),
     ("context", "What my last answer was built from"),
 )
-UNSUPPORTED_NOTICE = "I can read text and photos; I can't open this kind of message yet."
+UNSUPPORTED_NOTICE = (
+    "I can read text, photos, documents and voice notes; I can't open this kind of message yet."
+)
 
 
 class TelegramStartError(RuntimeError):
@@ -254,6 +257,14 @@ class TelegramChannel:
             return None
         return self._files.image_ref(locator, None, mime or "image/jpeg", name)
 
+    def restore_attachment(self, stub: Attachment) -> Attachment | None:
+        """A document or voice note of an accepted message, by its file_id (recovery)."""
+        if self._files is None or stub.locator is None:
+            return None
+        return self._files.attachment_ref(
+            stub.kind, stub.locator, stub.size, stub.mime, stub.name, stub.duration_s
+        )
+
     def health(self) -> ChannelHealth:
         if not self._running or self._supervisor is None:
             return ChannelHealth("stopped", self._monitor.last_ok)
@@ -317,6 +328,7 @@ class TelegramChannel:
             self._me,
             answer_edited=self._config.answer_edited,
             image_ref=self._files.image_ref,
+            attachment_ref=self._files.attachment_ref,
         )
         source = update.effective_message
         if isinstance(result, Skip):

@@ -82,6 +82,13 @@ class SharedReader:
         meta = {"documents": [d.name for d in docs]} if docs else {}
         return SharedNotes(notes, short, meta, spoken=bool(voices))
 
+    async def hear(self, message: InboundMessage) -> str | None:
+        """The first voice note's transcript, or None (the dispatcher's wake-word check)."""
+        voices = [a for a in message.attachments if a.kind == "voice"]
+        if not voices:
+            return None
+        return await self.transcript(voices[0], UsageSubject.of(message))
+
     async def transcript(self, attachment: Attachment, who: UsageSubject) -> str | None:
         """A voice note's text, or None when it cannot be heard (for the wake-word check)."""
         if self._speech is None:

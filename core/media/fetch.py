@@ -21,7 +21,7 @@ import ipaddress
 import logging
 import socket
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import aiohttp
@@ -154,6 +154,10 @@ class SafeDownloader:
     def __init__(self, policy: DownloadPolicy, *, resolver: AbstractResolver | None = None):
         self.policy = policy
         self._resolver = resolver  # inner resolver (tests map names to 127.0.0.1)
+
+    def with_cap(self, max_bytes: int) -> SafeDownloader:
+        """The same rules with another size cap (files are allowed more than images)."""
+        return SafeDownloader(replace(self.policy, max_bytes=max_bytes), resolver=self._resolver)
 
     async def fetch(
         self,
