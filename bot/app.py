@@ -183,6 +183,7 @@ class App:
             routes=self.routes,
             chat_persona=lambda platform, chat_id: _persona(chat_settings, platform, chat_id),
             read_shared=self._shared.reader,
+            speak=self._shared.voice_replies,
         )
         self.recovery = Recovery(
             self.storage.intake,

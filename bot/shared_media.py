@@ -16,6 +16,7 @@ from core.llm import OPENAI_BASE_URL
 from core.media.attachments import DocumentLimits, SharedReader
 from core.media.fetch import DownloadPolicy, SafeDownloader
 from core.media.links import LinkReader, PageReader
+from core.media.speaking import VoiceReplies
 from core.media.voice import SpeechService, VoiceOptions
 from core.tools.read import read_tool
 from core.tools.registry import ToolRegistry
@@ -46,6 +47,11 @@ class SharedMedia:
         if self.speech is not None:
             stack.push_async_callback(self.speech.close)
         self._registry: ToolRegistry | None = None
+        self.voice_replies = (
+            VoiceReplies(self.speech, settings.voice.reply)
+            if self.speech is not None and settings.voice.reply != "off"
+            else None
+        )
         self.reader = SharedReader(
             links=LinkReader(
                 self.pages,

@@ -56,6 +56,8 @@ REPORTS_KEPT = 10_000  # /context reports remembered, most recent chats first
 ImageReader = Callable[[InboundMessage], Awaitable[ImageNotes]]
 # Links, documents, voice -> notes for this turn and shorter ones to store (core/media/).
 SharedMaterialReader = Callable[[InboundMessage], Awaitable[SharedNotes]]
+# (message, it was spoken, reply text) -> the reply as audio, or None (core/media/speaking.py).
+Speaker = Callable[[InboundMessage, bool, str], Awaitable[bytes | None]]
 
 
 @dataclass(frozen=True)
@@ -86,9 +88,11 @@ class MessageProcessor:
         routes: ChannelRoutes | None = None,
         chat_persona: ChatPersona | None = None,
         read_shared: SharedMaterialReader | None = None,
+        speak: Speaker | None = None,
     ) -> None:
         self._store = store
         self._read_shared = read_shared
+        self._speak = speak
         self._chat_persona = chat_persona
         self._context = context
         self._counter = counter
@@ -313,7 +317,12 @@ class MessageProcessor:
         self._maybe_compact(message, found.history[: built.report.history_dropped], found.summary)
         if not delivers:
             return None if late else result.reply
-        await self._outbox.deliver(entry.id, reply_for(message, result.reply, late=late), stream)
+        outbound = reply_for(message, result.reply, late=late)
+        if self._speak is not None and not late:
+            outbound = replace(
+                outbound, audio=await self._speak(message, shared.spoken, result.reply)
+            )
+        await self._outbox.deliver(entry.id, outbound, stream)
         return None
 
     async def _apologise(

@@ -199,6 +199,10 @@ class OneBotChannel:
         """Send a reply the core sends (see Outbound.send); DeliveryError if not sent."""
         return await self._outbound.send(message, lambda: self._running)
 
+    async def send_audio(self, message: OutboundMessage) -> Sent:
+        """A spoken reply as a QQ `record` (optional Outlet method, see core/delivery.py)."""
+        return await self._outbound.send_audio(message)
+
     def restore_image(self, locator: str, mime: str | None, name: str) -> ImageRef | None:
         """An image of an accepted message, fetched again from its URL after a restart."""
         return self._inbound.image_ref(locator, name)

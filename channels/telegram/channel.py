@@ -226,6 +226,18 @@ class TelegramChannel:
             raise DeliveryError(f"telegram: {self._redact(str(exc))}") from None
         return Sent(tuple(str(i) for i in ids))
 
+    async def send_audio(self, message: OutboundMessage) -> Sent:
+        """A spoken reply as a voice message (OGG/Opus), after the text (optional Outlet
+        method, see core/delivery.py); DeliveryError when Telegram did not take it."""
+        if self._sender is None or message.audio is None:
+            raise DeliveryError("the telegram channel is not started")
+        target = target_of(message)
+        try:
+            sent = await self._sender.send_voice(target.chat_id, message.audio, target.thread_id)
+        except TelegramError as exc:
+            raise DeliveryError(f"telegram: {self._redact(str(exc))}") from None
+        return Sent((str(sent),))
+
     def open_stream(
         self, message: OutboundMessage, record: StreamRecorder
     ) -> TelegramStream | None:
