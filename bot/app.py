@@ -163,7 +163,9 @@ class App:
         self._stack.push_async_callback(llm.close)
         counter = get_counter(settings.context.tokenizer)
         meter = UsageRecorder(self.storage.usage, counter, clock=self._clock)
-        self._shared = SharedMedia(settings, self._stack, meter, self._seams.links_resolver)
+        self._shared = SharedMedia(
+            settings, self._stack, meter, self._seams.links_resolver, counter
+        )
         context = ContextBuilder(
             settings.bot.workspace,
             max_tokens=settings.llm.context_window,

@@ -12,6 +12,7 @@ from contextlib import AsyncExitStack
 from aiohttp.abc import AbstractResolver
 
 from bot.config import Settings
+from core.context.tokens import TokenCounter
 from core.llm import OPENAI_BASE_URL
 from core.media.attachments import DocumentLimits, SharedReader
 from core.media.fetch import DownloadPolicy, SafeDownloader
@@ -21,6 +22,8 @@ from core.media.voice import SpeechService, VoiceOptions
 from core.tools.read import read_tool
 from core.tools.registry import ToolRegistry
 from core.usage.meter import UsageMeter
+
+SHARE_OF_WINDOW = 3  # what one message's links, documents and voice may fill, at most
 
 
 class SharedMedia:
@@ -32,6 +35,7 @@ class SharedMedia:
         stack: AsyncExitStack,
         meter: UsageMeter,
         resolver: AbstractResolver | None = None,
+        counter: TokenCounter | None = None,
     ) -> None:
         self._settings = settings
         links = settings.links
@@ -69,6 +73,8 @@ class SharedMedia:
             ),
             speech=self.speech,
             defuse=self._defuse,
+            count=counter.count if counter is not None else None,
+            max_tokens=max(300, settings.llm.context_window // SHARE_OF_WINDOW),
         )
 
     def add_tools(self, registry: ToolRegistry) -> None:

@@ -207,3 +207,56 @@ async def test_read_tool_in_markers_mode(
     assert "&lt;" not in observation or "<script" not in observation
     assert reply is None or "bridge" in reply
     assert pages.hits == ["article"]
+
+
+async def test_read_function_in_native_mode(
+    storage: SqlStorage, tmp_path: Path, pages: PageServer
+) -> None:
+    url = f"http://{NEWS}:{pages.port}/article"
+    async with FakeOpenAI("ok") as model:
+        model.reply_tool_calls([{"name": "read", "arguments": {"url": url}}])
+        model.reply("The bridge reopened.")
+        settings = settings_for(
+            tmp_path, None, model, links={"allow_hosts": [NEWS]}, tools={"mode": "native"}
+        )
+        seams = Seams(storage=storage, links_resolver=resolver())
+        async with turn_path(settings, seams) as (_app, path):
+            await path.processor.handle(msg("news on the bridge?", mid="1"))
+    first, second = model.requests
+    names = [t["function"]["name"] for t in first.json.get("tools", [])]
+    assert "read" in names
+    results = [m for m in second.json["messages"] if m.get("role") == "tool"]
+    assert results and ARTICLE_SENTENCE in str(results[-1]["content"])
+    assert pages.hits == ["article"]
+
+
+async def test_links_in_the_replied_message_are_read(
+    storage: SqlStorage, tmp_path: Path, pages: PageServer
+) -> None:
+    async with FakeOpenAI("ok") as model:
+        settings = settings_for(tmp_path, None, model, links={"allow_hosts": [NEWS]})
+        seams = Seams(storage=storage, links_resolver=resolver())
+        async with turn_path(settings, seams) as (_app, path):
+            quoted = f"bridge news: http://{NEWS}:{pages.port}/article"
+            await path.processor.handle(msg("is this true?", mid="1", reply_text=quoted))
+            sent = last_user_text(model.requests[-1].json) or ""
+    assert "(Link 1: Bridge reopens — " in sent and ARTICLE_SENTENCE in sent
+
+
+async def test_shared_material_stays_within_the_window(
+    storage: SqlStorage, tmp_path: Path, pages: PageServer
+) -> None:
+    async with FakeOpenAI("ok") as model:
+        settings = settings_for(
+            tmp_path,
+            None,
+            model,
+            links={"allow_hosts": [NEWS], "max_chars": 100_000},
+            llm={"context_window": 1024, "reply_tokens": 64},
+        )
+        seams = Seams(storage=storage, links_resolver=resolver())
+        async with turn_path(settings, seams) as (_app, path):
+            await path.processor.handle(msg(f"read http://{NEWS}:{pages.port}/long", mid="1"))
+            sent = last_user_text(model.requests[-1].json) or ""
+    assert "Paragraph 0" in sent and "cut to fit the context window" in sent
+    assert len(sent) < 1024 * 2  # about a third of the window, in characters

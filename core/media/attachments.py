@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +52,13 @@ class SharedReader:
         documents: DocumentLimits | None = None,
         speech: SpeechService | None = None,
         defuse: Defuse | None = None,
+        count: Callable[[str], int] | None = None,
+        max_tokens: int | None = None,
     ) -> None:
+        """`count`/`max_tokens`: all notes of one message together stay within this many
+        tokens (a share of the context window), the last ones cut first."""
+        self._count = count
+        self._max_tokens = max_tokens
         self._links = links
         self._documents = documents or DocumentLimits(enabled=False)
         self._speech = speech
@@ -77,10 +84,29 @@ class SharedReader:
             found = await self._links.notes(texts)
             notes += found.notes
             short += found.short
+        notes = self._fit(notes)
         if notes:
             notes.insert(0, NOTICE)
         meta = {"documents": [d.name for d in docs]} if docs else {}
         return SharedNotes(notes, short, meta, spoken=bool(voices))
+
+    def _fit(self, notes: list[str]) -> list[str]:
+        """Keep the notes within the token budget: a note that does not fit is cut to
+        the room left (with a note saying so); past the budget, only headers remain."""
+        if self._count is None or self._max_tokens is None:
+            return notes
+        fitted: list[str] = []
+        used = 0
+        for note in notes:
+            tokens = self._count(note)
+            room = self._max_tokens - used
+            if tokens > room:
+                keep = max(0, int(len(note) * room / max(tokens, 1)) - 60)
+                note = note[: max(keep, 80)].rstrip(")") + " …(cut to fit the context window))"
+                tokens = self._count(note)
+            fitted.append(note)
+            used += tokens
+        return fitted
 
     async def hear(self, message: InboundMessage) -> str | None:
         """The first voice note's transcript, or None (the dispatcher's wake-word check)."""

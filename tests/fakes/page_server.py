@@ -68,6 +68,14 @@ class PageServer:
             raise web.HTTPFound(self.redirect_to[name])
         if name == "article":
             return web.Response(text=ARTICLE, content_type="text/html", charset="utf-8")
+        if name == "long":
+            body = "".join(
+                f"<p>Paragraph {i}: the committee discussed the harbour budget at length "
+                "and agreed to meet again next week to continue.</p>"
+                for i in range(300)
+            )
+            html = f"<html><head><title>Long minutes</title></head><body><article>{body}"
+            return web.Response(text=html + "</article></body></html>", content_type="text/html")
         if name == "secret":
             return web.Response(text=SECRET, content_type="text/plain")
         if name == "notes.txt":
