@@ -98,7 +98,7 @@ class PageServer:
             while self.huge_sent < 50 * 1024 * 1024:
                 await response.write(chunk)
                 self.huge_sent += len(chunk)
-        except (ConnectionResetError, RuntimeError):
+        except (ConnectionError, RuntimeError):
             pass  # the client stopped reading: what we want
         return response
 
@@ -111,6 +111,6 @@ class PageServer:
             for _ in range(10_000):
                 await response.write(b"<p>.</p>")
                 await asyncio.sleep(0.5)
-        except (ConnectionResetError, RuntimeError):
+        except (ConnectionError, RuntimeError):
             pass
         return response
