@@ -13,6 +13,8 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from aiohttp.abc import AbstractResolver
+
 from bot.bot_command import BotCommand
 from bot.commands import Commands
 from bot.config import Settings
@@ -21,6 +23,7 @@ from bot.dispatcher import Dispatcher
 from bot.errors import StartupError
 from bot.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
 from bot.tools_command import ToolsCommand
+from bot.shared_media import SharedMedia
 from bot.usage_command import UsageCommand
 from channels.base import Channel, ChannelHealth
 from core.context import ContextBuilder
@@ -69,6 +72,7 @@ class Seams:
     search: SearchBackend | None = None  # instead of DuckDuckGo
     read_images: ImageReader | None = None  # instead of the `[vision]` reader
     clock: WallClock | None = None  # UTC wall clock: usage days, quotas, the time block
+    links_resolver: AbstractResolver | None = None  # DNS for link fetches (tests map names)
 
 
 @dataclass(frozen=True)
@@ -178,6 +182,9 @@ class App:
         self._stack.push_async_callback(llm.close)
         counter = get_counter(settings.context.tokenizer)
         meter = UsageRecorder(self.storage.usage, counter, clock=self._clock)
+        self._shared = SharedMedia(
+            settings, self._stack, meter, self._seams.links_resolver, counter
+        )
         context = ContextBuilder(
             settings.bot.workspace,
             max_tokens=settings.llm.context_window,
@@ -199,6 +206,8 @@ class App:
             compactor=self._compactor(llm, self.storage, counter, meter),
             routes=self.routes,
             chat_persona=lambda platform, chat_id: _persona(chat_settings, platform, chat_id),
+            read_shared=self._shared.reader,
+            speak=self._shared.voice_replies,
         )
         self.recovery = Recovery(
             self.storage.intake,
@@ -226,6 +235,7 @@ class App:
             commands=commands,
             chat_settings=chat_settings,
             quota=quota,
+            hear=self._shared.reader.hear if self._shared.speech is not None else None,
         )
         return TurnPath(self.storage, self.processor, commands, dispatcher, self.recovery)
 
@@ -397,6 +407,7 @@ class App:
         registry = default_registry(search, search_enabled=tools.search)
         if mcp is not None and tools.mode == "markers":
             registry.register(mcp.marker_tool())  # `[Call: server__tool {...}]`
+        self._shared.add_tools(registry)
         return ToolLoop(
             registry,
             llm,

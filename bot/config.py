@@ -30,6 +30,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from bot.media_config import DocumentsConfig, LinksConfig, VoiceConfig
 from channels.config import HttpConfig, OnebotConfig, Section, TelegramConfig
 from core.tools.mcp.config import McpConfig
 
@@ -280,6 +281,9 @@ class Settings(BaseSettings):
     access: AccessConfig = AccessConfig()
     limits: LimitsConfig = LimitsConfig()
     mcp: McpConfig = McpConfig()  # tools from MCP servers (core/tools/mcp/config.py)
+    links: LinksConfig = LinksConfig()
+    documents: DocumentsConfig = DocumentsConfig()
+    voice: VoiceConfig = VoiceConfig()
 
     @model_validator(mode="after")
     def _telegram_rate_limit_moved(self) -> Settings:

@@ -13,6 +13,7 @@ context and never count against either.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 from bot.access import AccessRules
 from bot.commands import Commands
@@ -33,6 +34,9 @@ OVERLOAD_RETRY_S = 2.0  # ... and when too many turns are in flight and waiting
 # The console is the operator at their own terminal (`chatterd chat`): never limited.
 UNLIMITED_PLATFORMS = frozenset({"console"})
 _ALLOWED = RateDecision(True)
+# A group voice note's transcript (None: none), for its wake-word check (core/media/).
+Hear = Callable[[InboundMessage], Awaitable[str | None]]
+VOICE_WAKE_WORDS = 4  # a voice note calls the bot when a wake word is among its first words
 
 
 class Dispatcher:
@@ -49,6 +53,7 @@ class Dispatcher:
         access: AccessRules | None = None,
         chat_settings: CachedChatSettings | None = None,
         quota: QuotaGuard | None = None,
+        hear: Hear | None = None,
     ) -> None:
         """`limiter` counts answered messages per sender (None: no limit); `quota` checks
         the daily token allowances (None: none); admins (`commands.is_admin`) and the
@@ -57,6 +62,7 @@ class Dispatcher:
         self._processor = processor
         self._commands = commands
         self._policy = policy
+        self._hear = hear
         self._store_untriggered = store_untriggered
         self._limiter = limiter
         self._access = access
@@ -72,6 +78,7 @@ class Dispatcher:
         commands: Commands,
         chat_settings: CachedChatSettings | None = None,
         quota: QuotaGuard | None = None,
+        hear: Hear | None = None,
     ) -> Dispatcher:
         """The daemon's dispatcher: `[groups]` triggers, `[bot] rate_limit_per_min`,
         `[access]` with the chats' stored settings, and the `[limits]` quota guard the
@@ -85,6 +92,7 @@ class Dispatcher:
             access=AccessRules.from_settings(settings),
             chat_settings=chat_settings,
             quota=quota,
+            hear=hear,
         )
 
     @property
@@ -100,7 +108,7 @@ class Dispatcher:
             return Reply(GENERIC_APOLOGY)
 
     async def _dispatch(self, message: InboundMessage) -> Reply | None:
-        if not message.text.strip() and not message.images:
+        if not message.text.strip() and not message.images and not message.attachments:
             return None
         command = is_command(message.text)
         here = await self._settings_of(message)
@@ -108,7 +116,11 @@ class Dispatcher:
         if refused is not None:
             log.debug("not serving %s in %s: %s", message.sender_key, message.chat_key, refused)
             return None
-        if not command and not self._policy.triggers(message, here.wake_words):
+        if (
+            not command
+            and not self._policy.triggers(message, here.wake_words)
+            and not await self._spoken_wake_word(message, here)
+        ):
             if self._store_untriggered and message.chat_type is ChatType.GROUP:
                 await self._processor.remember_context(message)
             return None
@@ -132,6 +144,19 @@ class Dispatcher:
         except Overloaded:  # nothing was stored: the caller sends it again later
             return Reply("", retry_after_s=OVERLOAD_RETRY_S)
         return Reply(text) if text else None
+
+    async def _spoken_wake_word(self, message: InboundMessage, here: ChatSettings) -> bool:
+        """A group voice note that starts with a wake word calls the bot (transcribed
+        once; the transcript is cached, so answering it costs no second call)."""
+        if self._hear is None or message.chat_type is not ChatType.GROUP:
+            return False
+        if not any(a.kind == "voice" for a in message.attachments):
+            return False
+        heard = await self._hear(message)
+        if not heard:
+            return False
+        opening = " ".join(heard.split()[:VOICE_WAKE_WORDS])
+        return self._policy.has_wake_word(opening, here.wake_words)
 
     def addressed(self, message: InboundMessage) -> bool:
         """Will this message be answered? Without waiting, from what is known now (a

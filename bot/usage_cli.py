@@ -50,7 +50,7 @@ def add_usage_parser(sub: Any) -> None:
         default="day",
         metavar="day|user|chat|model|purpose",
         help="one line per day (default), user (platform:id), chat (platform:id), model or "
-        "purpose (reply, vision, compaction)",
+        "purpose (reply, vision, compaction, transcription, speech)",
     )
     usage.add_argument("--csv", action="store_true", help="CSV with a header instead of a table")
 

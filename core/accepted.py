@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from core.delivery import ChannelRoutes
-from core.messages import ChatType, ImageRef, InboundMessage, OutboundMessage
+from core.messages import Attachment, ChatType, ImageRef, InboundMessage, OutboundMessage
 from memory.types import IntakeDraft, IntakeEntry
 
 
@@ -17,6 +17,10 @@ def intake_draft(message: InboundMessage) -> IntakeDraft:
         payload["images"] = images
     if message.reply_to_sender_id is not None:
         payload["reply_to_sender_id"] = message.reply_to_sender_id
+    if message.attachments:
+        payload["attachments"] = [_attachment_row(a) for a in message.attachments]
+    if message.reply_text:
+        payload["reply_text"] = message.reply_text
     return IntakeDraft(
         platform=message.platform,
         chat_id=message.chat_id,
@@ -43,6 +47,12 @@ def restored_message(entry: IntakeEntry, routes: ChannelRoutes | None) -> Inboun
         sender_name=entry.sender_name,
         text=entry.text,
         images=images,
+        attachments=tuple(
+            _restore_attachment(entry, item, routes)
+            for item in entry.payload.get("attachments", [])
+            if isinstance(item, dict)
+        ),
+        reply_text=_str(entry.payload.get("reply_text")),
         reply_to_sender_id=str(reply_to_sender) if reply_to_sender is not None else None,
         message_id=entry.platform_message_id,
         thread_id=entry.thread_id,
@@ -76,3 +86,35 @@ async def _gone() -> bytes:
 
 def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _attachment_row(a: Attachment) -> dict[str, object]:
+    return {
+        "kind": a.kind,
+        "locator": a.locator,
+        "name": a.name,
+        "mime": a.mime,
+        "size": a.size,
+        "duration_s": a.duration_s,
+    }
+
+
+def _restore_attachment(
+    entry: IntakeEntry, item: dict[str, object], routes: ChannelRoutes | None
+) -> Attachment:
+    """A document or voice note rebuilt from its locator by its channel, else a stub
+    whose fetch fails (the reader turns that into a note: "could not be fetched")."""
+    kind = str(item.get("kind") or "document")
+    size, duration = item.get("size"), item.get("duration_s")
+    stub = Attachment(
+        kind=kind,
+        fetch=_gone,
+        name=str(item.get("name") or ""),
+        mime=_str(item.get("mime")),
+        size=size if isinstance(size, int) else None,
+        duration_s=float(duration) if isinstance(duration, int | float) else None,
+        locator=_str(item.get("locator")),
+    )
+    if routes is None or stub.locator is None:
+        return stub
+    return routes.restore_attachment(entry.platform, stub) or stub

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from core.messages import DeliveryError, ImageRef, OutboundMessage, Sent
+from core.messages import Attachment, DeliveryError, ImageRef, OutboundMessage, Sent
 from core.storage import Intake
 from core.streaming import ReplyStream, StreamRecorder
 
@@ -62,6 +62,16 @@ class ChannelRoutes:
     ) -> ImageRef | None:
         outlet = self._outlets.get(platform)
         return outlet.restore_image(locator, mime, name) if outlet is not None else None
+
+    async def send_audio(self, outbound: OutboundMessage) -> Sent | None:
+        """A spoken reply through the channel's optional `send_audio`; None: it has none."""
+        send = getattr(self._outlets.get(outbound.platform), "send_audio", None)
+        return await send(outbound) if callable(send) else None
+
+    def restore_attachment(self, platform: str, stub: Attachment) -> Attachment | None:
+        """A document or voice note fetchable again, for channels that can (optional)."""
+        restore = getattr(self._outlets.get(platform), "restore_attachment", None)
+        return restore(stub) if callable(restore) else None
 
 
 class Outbox:
@@ -140,7 +150,26 @@ class Outbox:
 
     async def _send(self, outbound: OutboundMessage, stream: ReplyStream | None) -> Sent:
         if stream is not None:
-            return await stream.finish(outbound.text)
-        if self._routes is None:
+            sent = await stream.finish(outbound.text)
+        elif self._routes is None:
             raise DeliveryError(f"no {outbound.platform} channel is running")
-        return await self._routes.deliver(outbound)
+        else:
+            sent = await self._routes.deliver(outbound)
+        if outbound.audio is not None:
+            await self._send_audio(outbound)
+        return sent
+
+    async def _send_audio(self, outbound: OutboundMessage) -> None:
+        """The spoken version goes after the text, best effort: the text is delivered
+        already, so a voice message the platform refuses is logged, never retried."""
+        if self._routes is None:
+            return
+        try:
+            await self._routes.send_audio(outbound)
+        except DeliveryError as exc:
+            log.warning(
+                "voice reply to %s:%s not sent (text was): %s",
+                outbound.platform,
+                outbound.chat_id,
+                exc,
+            )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 
 MAX_NAME_CHARS = 64
 MAX_TEXT_CHARS = 16_000
@@ -117,13 +118,21 @@ def defuse_text(text: str) -> str:
 
 
 def inject(
-    sender_name: str, sender_id: str, text: str, image_notes: list[str], suffix: str = ""
+    sender_name: str,
+    sender_id: str,
+    text: str,
+    image_notes: list[str],
+    suffix: str = "",
+    notes: Sequence[str] = (),
 ) -> str:
-    """`[name]: text` then `(Image N: description)` lines, then an optional suffix."""
+    """`[name]: text` then `(Image N: description)` lines, then `notes` (already-formed
+    `(Link N: ...)`, `(Document N: ...)`, `(Voice: ...)` lines), then an optional suffix."""
     name = clean_name(sender_name, fallback=sender_id)
     body = f"[{name}]: {defuse_text(text).strip()}".rstrip()
     for index, note in enumerate(image_notes, start=1):
         body += f"\n(Image {index}: {note})"
+    for note in notes:
+        body += f"\n{note}"
     if suffix:
         body += f"\n{suffix}"
     return body

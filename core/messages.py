@@ -33,6 +33,24 @@ class ImageRef:
 
 
 @dataclass(frozen=True)
+class Attachment:
+    """A file a message carries besides images: a document, a voice note, an audio file.
+
+    Like ImageRef, bytes are fetched lazily (most group messages are never read) and
+    `locator` lets the channel rebuild it after a restart. `size` and `duration_s` are
+    what the platform declared, checked before anything is downloaded.
+    """
+
+    kind: str  # "document" | "voice" | "audio"
+    fetch: ImageFetcher
+    name: str = ""
+    mime: str | None = None
+    size: int | None = None
+    duration_s: float | None = None
+    locator: str | None = None
+
+
+@dataclass(frozen=True)
 class InboundMessage:
     """One message as a channel saw it, before any policy is applied."""
 
@@ -50,6 +68,8 @@ class InboundMessage:
     thread_id: str | None = None
     timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
     chat_title: str | None = None  # a group's name where the platform says it (console)
+    attachments: tuple[Attachment, ...] = ()  # documents, voice notes, audio
+    reply_text: str | None = None  # the replied-to message's text (its links are read too)
 
     @property
     def chat_key(self) -> str:
@@ -77,6 +97,9 @@ class OutboundMessage:
     # Address this person in a group (a Telegram mention, a QQ at): a proactive message
     # such as a reminder, sent when nobody in the chat asked for it at that moment.
     mention_user_id: str | None = None
+    # A spoken version of `text` (OGG/Opus for Telegram, any format NapCat takes for QQ),
+    # sent beside the text; a channel that cannot send audio sends the text alone.
+    audio: bytes | None = None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from core.context.turn import ChatPersona, TurnContextBuilder, TurnInput
 from core.delivery import ChannelRoutes, Outbox
 from core.inject import inject
 from core.llm import LLMError
+from core.media.attachments import SharedNotes
 from core.media.vision import NOT_DESCRIBED, ImageNotes
 from core.messages import InboundMessage
 from core.ordering import ChatSerializer, ChatTicket, TaskTracker
@@ -58,6 +59,10 @@ class Overloaded(Exception):
 REPORTS_KEPT = 10_000  # /context reports remembered, most recent chats first
 # Turns images into "(Image N: ...)" notes, optional passthrough parts, and content hashes.
 ImageReader = Callable[[InboundMessage], Awaitable[ImageNotes]]
+# Links, documents, voice -> notes for this turn and shorter ones to store (core/media/).
+SharedMaterialReader = Callable[[InboundMessage], Awaitable[SharedNotes]]
+# (message, it was spoken, reply text) -> the reply as audio, or None (core/media/speaking.py).
+Speaker = Callable[[InboundMessage, bool, str], Awaitable[bytes | None]]
 
 
 @dataclass(frozen=True)
@@ -89,8 +94,12 @@ class MessageProcessor:
         compactor: Compactor | None = None,
         routes: ChannelRoutes | None = None,
         chat_persona: ChatPersona | None = None,
+        read_shared: SharedMaterialReader | None = None,
+        speak: Speaker | None = None,
     ) -> None:
         self._store = store
+        self._read_shared = read_shared
+        self._speak = speak
         self._chat_persona = chat_persona
         self._context = context
         self._counter = counter
@@ -316,15 +325,14 @@ class MessageProcessor:
         if late and not await self._store.claim(entry.id):
             return None  # answered meanwhile (another replica, or recovery)
         images = await self._images(message)
-        content = inject(
-            message.sender_name,
-            message.sender_id,
-            message.text,
-            images.notes,
-            self._options.message_suffix,
-        )
+        shared = await self._read_shared(message) if self._read_shared else SharedNotes()
+        say = (message.sender_name, message.sender_id, message.text, images.notes)
+        content = inject(*say, self._options.message_suffix, shared.notes)
         meta = {"images": images.hashes} if images.hashes else {}
-        user_turn = self._user_turn(message, content, kind="message", meta=meta)
+        meta.update(shared.meta)
+        # Stored: the short notes (later turns keep "sent report.pdf", not its text).
+        stored = inject(*say, self._options.message_suffix, shared.short)
+        user_turn = self._user_turn(message, stored, kind="message", meta=meta)
         found = await self._store.turn_material(
             message.platform,
             message.chat_id,
@@ -339,7 +347,9 @@ class MessageProcessor:
             TurnInput(
                 message=message,
                 user_content=content,
-                user_tokens=user_turn.token_count,
+                user_tokens=self._counter.count(content)
+                if stored != content
+                else user_turn.token_count,
                 history=found.history,
                 memories=found.memories,
                 image_parts=images.parts,
@@ -370,7 +380,12 @@ class MessageProcessor:
         self._maybe_compact(message, found.history[: built.report.history_dropped], found.summary)
         if not delivers:
             return None if late else result.reply
-        await self._outbox.deliver(entry.id, reply_for(message, result.reply, late=late), stream)
+        outbound = reply_for(message, result.reply, late=late)
+        if self._speak is not None and not late:
+            outbound = replace(
+                outbound, audio=await self._speak(message, shared.spoken, result.reply)
+            )
+        await self._outbox.deliver(entry.id, outbound, stream)
         return None
 
     async def _apologise(

@@ -321,7 +321,7 @@ class ChatSettingsRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
-USAGE_PURPOSES = ("reply", "vision", "compaction")
+USAGE_PURPOSES = ("reply", "vision", "compaction", "transcription", "speech")
 
 
 class UsageRow(Base):

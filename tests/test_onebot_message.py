@@ -7,6 +7,7 @@ import logging
 import pytest
 
 from channels.onebot.message import (
+    FileSegment,
     ImageSegment,
     cq_unescape,
     interpret,
@@ -113,11 +114,26 @@ def test_reply_and_images_extracted() -> None:
     assert parsed.text == "[image]look"  # the unreachable local file is only mentioned
 
 
+def test_records_and_files_become_fetchable_segments() -> None:
+    parsed = interpret(
+        [
+            {"type": "record", "data": {"file": "a.amr", "url": "http://127.0.0.1/a.amr"}},
+            {"type": "file", "data": {"file": "r.pdf", "file_id": "f-1", "file_size": "2048"}},
+        ],
+        "10001",
+    )
+    assert parsed.text == ""  # no placeholders: the reader writes their notes
+    assert parsed.files == (
+        FileSegment("voice", "a.amr", "a.amr", "", "http://127.0.0.1/a.amr", None),
+        FileSegment("document", "r.pdf", "r.pdf", "f-1", "", 2048),
+    )
+
+
 @pytest.mark.parametrize(
     ("segment", "shown"),
     [
         ({"type": "face", "data": {"id": "178"}}, "[face]"),
-        ({"type": "record", "data": {"file": "a.amr"}}, "[voice message]"),
+        ({"type": "record", "data": {}}, "[voice message]"),  # nothing to fetch it by
         ({"type": "share", "data": {"url": "http://x", "title": "T"}}, "[link: T http://x]"),
         ({"type": "file", "data": {"name": "report.pdf"}}, "[file: report.pdf]"),
         ({"type": "brand_new_thing", "data": {}}, "[brand_new_thing]"),

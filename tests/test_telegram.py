@@ -282,9 +282,18 @@ async def test_emoji_and_rtl_names_are_cleaned(tg) -> None:
 async def test_unsupported_media_in_dm_gets_a_clear_answer(tg) -> None:
     inbox = Inbox(echo)
     async with running(tg, inbox):
-        voice = {"file_id": "v1", "file_unique_id": "uv1", "duration": 3}
-        tg.push_message(private_chat(ALICE), ALICE, None, voice=voice)
-        tg.push_message(GROUP, BOB, None, voice=voice)  # in a group: silently ignored
+        # (voice notes and documents are read now: a sticker is what is left unreadable)
+        sticker = {
+            "file_id": "s1",
+            "file_unique_id": "us1",
+            "width": 512,
+            "height": 512,
+            "is_animated": False,
+            "is_video": False,
+            "type": "regular",
+        }
+        tg.push_message(private_chat(ALICE), ALICE, None, sticker=sticker)
+        tg.push_message(GROUP, BOB, None, sticker=sticker)  # in a group: silently ignored
         (sent,) = await tg.wait_for("sendMessage")
     assert sent.params == {"chat_id": ALICE["id"], "text": UNSUPPORTED_NOTICE}
     assert inbox.messages == []

@@ -19,7 +19,6 @@ from cachetools import LRUCache
 
 from channels.base import ChannelHealth, MessageHandler
 from channels.config import OnebotConfig
-from channels.download import DownloadPolicy, SafeDownloader
 from channels.onebot.actions import OneBotError
 from channels.onebot.connections import ConnectionRegistry
 from channels.onebot.inbound import Inbound
@@ -27,6 +26,7 @@ from channels.onebot.outbound import Authors, Outbound
 from channels.onebot.pacing import Clock, SendPacer
 from channels.onebot.transport import ForwardClient, OneBotConnection, ReverseServer
 from core.inject import clean_name
+from core.media.fetch import DownloadPolicy, SafeDownloader
 from core.messages import ImageRef, OutboundMessage, Sent
 from core.ordering import TaskTracker
 
@@ -199,6 +199,10 @@ class OneBotChannel:
     async def send(self, message: OutboundMessage) -> Sent:
         """Send a reply the core sends (see Outbound.send); DeliveryError if not sent."""
         return await self._outbound.send(message, lambda: self._running)
+
+    async def send_audio(self, message: OutboundMessage) -> Sent:
+        """A spoken reply as a QQ `record` (optional Outlet method, see core/delivery.py)."""
+        return await self._outbound.send_audio(message)
 
     def restore_image(self, locator: str, mime: str | None, name: str) -> ImageRef | None:
         """An image of an accepted message, fetched again from its URL after a restart."""

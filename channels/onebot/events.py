@@ -11,11 +11,12 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from channels.onebot.message import ParsedMessage, interpret, normalize_message
+from channels.onebot.message import FileSegment, ParsedMessage, interpret, normalize_message
 from core.inject import clean_name
-from core.messages import ChatType, ImageRef, InboundMessage
+from core.messages import Attachment, ChatType, ImageRef, InboundMessage
 
 ImageRefFactory = Callable[[str, str], ImageRef]  # (url, file name) -> lazy image
+FileRefFactory = Callable[[FileSegment], Attachment]  # a file or record -> lazy attachment
 
 
 class InvalidEvent(ValueError):
@@ -73,6 +74,7 @@ def to_inbound(
     self_id: str | None,
     image_ref: ImageRefFactory,
     max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+    file_ref: FileRefFactory | None = None,
 ) -> tuple[InboundMessage, ParsedMessage] | None:
     """Map one `post_type: message` event. None for the bot's own messages.
 
@@ -116,6 +118,7 @@ def to_inbound(
         mentions_bot=parsed.mentions_self,
         message_id=message_id_of(message_id),
         timestamp=timestamp(frame.get("time")),
+        attachments=tuple(file_ref(f) for f in parsed.files) if file_ref is not None else (),
     )
     return message, parsed
 
@@ -126,12 +129,18 @@ def _shown(value: Any) -> str:
     return f"{type(value).__name__} {text[:24]}{'…' if len(text) > 24 else ''}"
 
 
-def with_reply(message: InboundMessage, target: str | None, self_id: str | None) -> InboundMessage:
-    """Fill in whom the message replies to, and whether that was the bot."""
+def with_reply(
+    message: InboundMessage,
+    target: str | None,
+    self_id: str | None,
+    quoted_text: str | None = None,
+) -> InboundMessage:
+    """Fill in whom the message replies to, whether that was the bot, and what it said."""
     return replace(
         message,
         reply_to_sender_id=target,
         reply_to_bot=target is not None and self_id is not None and target == self_id,
+        reply_text=quoted_text or message.reply_text,
     )
 
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from typing import Any
 
+from cachetools import LRUCache
+
 from channels.base import MessageHandler
-from channels.download import DownloadError, SafeDownloader
 from channels.onebot.actions import OneBotError
 from channels.onebot.connections import ConnectionRegistry
 from channels.onebot.events import (
@@ -25,9 +27,11 @@ from channels.onebot.events import (
     to_inbound,
     with_reply,
 )
-from channels.onebot.message import ParsedMessage
+from channels.onebot.files import QQFiles
+from channels.onebot.message import ParsedMessage, interpret, normalize_message
 from channels.onebot.outbound import Authors
 from channels.onebot.transport import OneBotConnection
+from core.media.fetch import DownloadError, SafeDownloader
 from core.messages import ChatType, ImageRef, InboundMessage, Reply
 
 log = logging.getLogger(__name__)
@@ -55,6 +59,9 @@ class Inbound:
         self._registry = registry
         self._authors = authors
         self._downloader = downloader
+        self._files = QQFiles(downloader, action_timeout_s=action_timeout_s)
+        # What recent messages said, so a reply's quoted links are read without a get_msg.
+        self._texts: LRUCache[tuple[str, str], str] = LRUCache(2048)
         self._deliver = deliver
         self._spawn = spawn
         self._on_alive = on_alive
@@ -96,7 +103,13 @@ class Inbound:
     ) -> tuple[InboundMessage, ParsedMessage] | None:
         """Event -> InboundMessage (reply fields filled in later). None: not for us."""
         try:
-            draft = to_inbound(frame, conn.self_id, self.image_ref, self._max_text_chars)
+            draft = to_inbound(
+                frame,
+                conn.self_id,
+                self.image_ref,
+                self._max_text_chars,
+                partial(self._files.attachment, conn),
+            )
         except InvalidEvent as exc:
             log.warning("onebot%s: message event ignored: %s", conn.label, exc)
             return None
@@ -106,6 +119,8 @@ class Inbound:
         if conn.self_id is not None:
             if message.message_id is not None:
                 self._authors[(conn.self_id, message.message_id)] = message.sender_id
+                if message.text:
+                    self._texts[(conn.self_id, message.message_id)] = message.text
             self._registry.note_route(message.chat_id, conn.self_id)
         return draft
 
@@ -113,8 +128,8 @@ class Inbound:
         self, conn: OneBotConnection, message: InboundMessage, parsed: ParsedMessage
     ) -> None:
         if parsed.reply_to is not None:
-            target = await self._reply_target(conn, parsed.reply_to)
-            message = with_reply(message, target, conn.self_id)
+            target, quoted = await self._reply_target(conn, parsed.reply_to)
+            message = with_reply(message, target, conn.self_id, quoted)
         assert self.handler is not None
         if len(parsed.text) > self._max_text_chars and _addressed(message):
             notice = TEXT_CUT_NOTICE.format(limit=self._max_text_chars)
@@ -127,12 +142,14 @@ class Inbound:
         if reply is not None and reply.text.strip():
             await self._deliver(ConnectionRegistry.key_of(conn), message, reply)
 
-    async def _reply_target(self, conn: OneBotConnection, message_id: str) -> str | None:
-        """Who wrote the replied-to message: our cache first, then `get_msg`."""
+    async def _reply_target(
+        self, conn: OneBotConnection, message_id: str
+    ) -> tuple[str | None, str | None]:
+        """Who wrote the replied-to message and its text: our cache first, then `get_msg`."""
         if conn.self_id is not None:
             known = self._authors.get((conn.self_id, message_id))
             if known is not None:
-                return str(known)
+                return str(known), self._texts.get((conn.self_id, message_id))
         try:
             data = await conn.actions.call(
                 "get_msg",
@@ -141,12 +158,15 @@ class Inbound:
             )
         except OneBotError as exc:
             log.debug("onebot%s: get_msg %s failed: %s", conn.label, message_id, exc)
-            return None
+            return None, None
         if not isinstance(data, dict):
-            return None
+            return None, None
         sender = data.get("sender") if isinstance(data.get("sender"), dict) else {}
         found = sender.get("user_id", data.get("user_id"))  # type: ignore[union-attr]
-        return qq_number(found)
+        quoted = None
+        if data.get("message") is not None:
+            quoted = interpret(normalize_message(data["message"]), conn.self_id).text or None
+        return qq_number(found), quoted
 
     def image_ref(self, url: str, file: str) -> ImageRef:
         """A lazy image: fetched (size- and host-checked) only if the vision model needs it."""

@@ -44,6 +44,18 @@ class ImageSegment:
 
 
 @dataclass(frozen=True)
+class FileSegment:
+    """A file (NapCat `file` segment) or a voice message (`record`), fetched on demand."""
+
+    kind: str  # "document" | "voice"
+    file: str  # the implementation's name or id for it
+    name: str = ""
+    file_id: str = ""
+    url: str = ""
+    size: int | None = None
+
+
+@dataclass(frozen=True)
 class ParsedMessage:
     """What the channel needs from a message body."""
 
@@ -52,6 +64,7 @@ class ParsedMessage:
     mentions_all: bool = False
     reply_to: str | None = None
     images: tuple[ImageSegment, ...] = ()
+    files: tuple[FileSegment, ...] = ()
 
 
 def cq_unescape(value: str) -> str:
@@ -138,6 +151,7 @@ def interpret(segments: list[Segment], self_id: str | None) -> ParsedMessage:
     mentions_self = mentions_all = False
     reply_to: str | None = None
     images: list[ImageSegment] = []
+    files: list[FileSegment] = []
     for seg in segments:
         kind, data = seg["type"], seg["data"]
         if kind == "text":
@@ -161,10 +175,26 @@ def interpret(segments: list[Segment], self_id: str | None) -> ParsedMessage:
                 images.append(image)
             else:
                 parts.append("[image]")
+        elif kind in ("record", "file") and (found := _file(kind, data)) is not None:
+            files.append(found)
         else:
             parts.append(_placeholder(kind, data))
     text = _tidy("".join(parts))
-    return ParsedMessage(text, mentions_self, mentions_all, reply_to, tuple(images))
+    return ParsedMessage(text, mentions_self, mentions_all, reply_to, tuple(images), tuple(files))
+
+
+def _file(kind: str, data: dict[str, Any]) -> FileSegment | None:
+    file = str(data.get("file") or "")
+    file_id = str(data.get("file_id") or "")
+    url = str(data.get("url") or "")
+    if not (file or file_id or url):
+        return None
+    size = data.get("file_size")
+    size_int = int(size) if isinstance(size, str) and size.isdigit() else None
+    name = str(data.get("name") or data.get("file_name") or file or "voice")
+    return FileSegment(
+        "voice" if kind == "record" else "document", file, name, file_id, url, size_int
+    )
 
 
 def _image(data: dict[str, Any]) -> ImageSegment | None:

@@ -13,6 +13,7 @@ so nothing a user typed can turn into a CQ code.
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -129,6 +130,22 @@ class Outbound:
                 await asyncio.sleep(0.2)
             except OneBotError as exc:
                 raise DeliveryError(f"onebot: {exc}") from exc
+
+    async def send_audio(self, message: OutboundMessage) -> Sent:
+        """A spoken reply as one `record` segment (`base64://`, which the implementation
+        encodes to SILK itself); sent after the text, never in place of it."""
+        assert message.audio is not None
+        kind, number = parse_chat_id(message.chat_id)
+        destination = Destination(kind, number)
+        encoded = base64.b64encode(message.audio).decode("ascii")
+        segments: list[Segment] = [{"type": "record", "data": {"file": f"base64://{encoded}"}}]
+        action, params = _message_params(destination, segments)
+        try:
+            account = self._registry.account_for(message.chat_id)
+            data = await self._pacer.send(account, partial(self._call, account, action, params))
+        except OneBotError as exc:
+            raise DeliveryError(f"onebot: {exc}") from None
+        return Sent(tuple(self._note_sent(account, data)))
 
     async def deliver(self, account: str, message: InboundMessage, reply: Reply) -> None:
         """A reply the handler returned (commands, notices): into the chat, or to a DM for

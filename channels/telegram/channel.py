@@ -49,6 +49,7 @@ from channels.telegram.presence import AckReaction, Presence
 from channels.telegram.replies import deliver_reply, send_logged
 from channels.telegram.stream import StreamSettings, TelegramStream
 from core.messages import (
+    Attachment,
     ChatType,
     DeliveryError,
     ImageRef,
@@ -69,7 +70,9 @@ DEFAULT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("reset", "Clear our private chat's history"),
     ("context", "What my last answer was built from"),
 )
-UNSUPPORTED_NOTICE = "I can read text and photos; I can't open this kind of message yet."
+UNSUPPORTED_NOTICE = (
+    "I can read text, photos, documents and voice notes; I can't open this kind of message yet."
+)
 
 
 class TelegramStartError(RuntimeError):
@@ -231,6 +234,18 @@ class TelegramChannel:
             raise DeliveryError(f"telegram: {self._redact(str(exc))}", permanent=never) from None
         return Sent(tuple(str(i) for i in ids))
 
+    async def send_audio(self, message: OutboundMessage) -> Sent:
+        """A spoken reply as a voice message (OGG/Opus), after the text (optional Outlet
+        method, see core/delivery.py); DeliveryError when Telegram did not take it."""
+        if self._sender is None or message.audio is None:
+            raise DeliveryError("the telegram channel is not started")
+        target = target_of(message)
+        try:
+            sent = await self._sender.send_voice(target.chat_id, message.audio, target.thread_id)
+        except TelegramError as exc:
+            raise DeliveryError(f"telegram: {self._redact(str(exc))}") from None
+        return Sent((str(sent),))
+
     def open_stream(
         self, message: OutboundMessage, record: StreamRecorder
     ) -> TelegramStream | None:
@@ -261,6 +276,14 @@ class TelegramChannel:
         if self._files is None:
             return None
         return self._files.image_ref(locator, None, mime or "image/jpeg", name)
+
+    def restore_attachment(self, stub: Attachment) -> Attachment | None:
+        """A document or voice note of an accepted message, by its file_id (recovery)."""
+        if self._files is None or stub.locator is None:
+            return None
+        return self._files.attachment_ref(
+            stub.kind, stub.locator, stub.size, stub.mime, stub.name, stub.duration_s
+        )
 
     def health(self) -> ChannelHealth:
         if not self._running or self._supervisor is None:
@@ -325,6 +348,7 @@ class TelegramChannel:
             self._me,
             answer_edited=self._config.answer_edited,
             image_ref=self._files.image_ref,
+            attachment_ref=self._files.attachment_ref,
         )
         source = update.effective_message
         if isinstance(result, Skip):

@@ -18,8 +18,11 @@ import aiohttp
 from telegram import Bot
 from telegram.error import TelegramError
 
-from channels.download import DownloadError, DownloadTooLarge
-from core.messages import ImageFetcher, ImageRef
+from core.media.fetch import DownloadError, DownloadTooLarge
+from core.messages import Attachment, ImageFetcher, ImageRef
+
+# The Bot API's getFile refuses larger files; documents and voice are capped here too.
+GETFILE_MAX_BYTES = 20 * 1024 * 1024
 
 log = logging.getLogger(__name__)
 
@@ -41,16 +44,41 @@ class TelegramFiles:
             fetch=self._fetcher(file_id, declared_size), mime=mime, name=name, locator=file_id
         )
 
-    def _fetcher(self, file_id: str, declared_size: int | None) -> ImageFetcher:
+    def attachment_ref(
+        self,
+        kind: str,
+        file_id: str,
+        declared_size: int | None,
+        mime: str | None,
+        name: str,
+        duration_s: float | None,
+    ) -> Attachment:
+        """A document or voice note; its own cap is applied by the reader before fetching,
+        this one (getFile's 20 MB) while fetching."""
+        return Attachment(
+            kind=kind,
+            fetch=self._fetcher(file_id, declared_size, GETFILE_MAX_BYTES),
+            name=name,
+            mime=mime,
+            size=declared_size,
+            duration_s=duration_s,
+            locator=file_id,
+        )
+
+    def _fetcher(
+        self, file_id: str, declared_size: int | None, cap: int | None = None
+    ) -> ImageFetcher:
+        limit = cap or self._max_bytes
+
         async def fetch() -> bytes:
-            self._check_size(declared_size, "declared")
+            self._check_size(declared_size, "declared", limit)
             try:
                 async with asyncio.timeout(self._timeout_s):
                     tg_file = await self._bot.get_file(file_id)
-                    self._check_size(tg_file.file_size, "reported")
+                    self._check_size(tg_file.file_size, "reported", limit)
                     if not tg_file.file_path:
                         raise DownloadError("telegram gave no file path")
-                    return await self._read_capped(tg_file.file_path)
+                    return await self._read_capped(tg_file.file_path, limit)
             except TimeoutError:
                 raise DownloadError(
                     f"telegram file took longer than {self._timeout_s:g}s"
@@ -60,8 +88,8 @@ class TelegramFiles:
 
         return fetch
 
-    async def _read_capped(self, url: str) -> bytes:
-        """GET the file, reading at most max_bytes + one chunk. The URL holds the bot
+    async def _read_capped(self, url: str, limit: int) -> bytes:
+        """GET the file, reading at most `limit` + one chunk. The URL holds the bot
         token: no error says it. Compressed transfer is refused (identity only), so the
         bytes counted are the bytes kept."""
         headers = {"Accept-Encoding": "identity"}
@@ -73,17 +101,15 @@ class TelegramFiles:
             ):
                 if response.status != 200:
                     raise DownloadError(f"telegram file download: HTTP {response.status}")
-                self._check_size(response.content_length, "sent as")
+                self._check_size(response.content_length, "sent as", limit)
                 data = bytearray()
                 async for chunk in response.content.iter_chunked(_CHUNK):
                     data += chunk
-                    self._check_size(len(data), "received, at least")
+                    self._check_size(len(data), "received, at least", limit)
                 return bytes(data)
         except aiohttp.ClientError as exc:
             raise DownloadError(f"telegram file download failed: {type(exc).__name__}") from None
 
-    def _check_size(self, size: int | None, what: str) -> None:
-        if size is not None and size > self._max_bytes:
-            raise DownloadTooLarge(
-                f"image is {size} bytes ({what}), over the {self._max_bytes} cap"
-            )
+    def _check_size(self, size: int | None, what: str, cap: int) -> None:
+        if size is not None and size > cap:
+            raise DownloadTooLarge(f"file is {size} bytes ({what}), over the {cap} cap")

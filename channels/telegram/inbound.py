@@ -10,16 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 
 from telegram import Chat, Message, MessageEntity, Update
 
 from core.inject import clean_name
-from core.messages import ChatType, ImageRef, InboundMessage
+from core.messages import Attachment, ChatType, ImageRef, InboundMessage
 
 PLATFORM = "telegram"
 
 # (file_id, declared size or None, mime type, display name) -> ImageRef with a lazy fetch
 ImageRefFactory = Callable[[str, int | None, str, str], ImageRef]
+# (kind, file_id, declared size, mime, name, duration) -> Attachment with a lazy fetch
+AttachmentFactory = Callable[[str, str, int | None, str | None, str, float | None], Attachment]
 
 _UNSUPPORTED_MEDIA = (
     "sticker",
@@ -60,6 +63,7 @@ def normalise(
     *,
     answer_edited: bool,
     image_ref: ImageRefFactory,
+    attachment_ref: AttachmentFactory | None = None,
 ) -> InboundMessage | Skip:
     """Turn one Update into an InboundMessage, or say why it is skipped."""
     edited = update.message is None and update.edited_message is not None
@@ -77,7 +81,8 @@ def normalise(
     else:
         text, entities = msg.caption or "", msg.parse_caption_entities()
     images = _images(msg, image_ref)
-    if not text.strip() and not images:
+    attachments = _attachments(msg, attachment_ref) if attachment_ref is not None else ()
+    if not text.strip() and not images and not attachments:
         media = any(getattr(msg, kind, None) for kind in _UNSUPPORTED_MEDIA)
         return Skip("no text or image", unsupported_private=media and chat_type is ChatType.PRIVATE)
 
@@ -122,6 +127,8 @@ def normalise(
         else None,
         timestamp=when,
         chat_title=clean_name(msg.chat.title) or None if chat_type is ChatType.GROUP else None,
+        attachments=attachments,
+        reply_text=(reply.text or reply.caption or None) if reply is not None else None,
     )
 
 
@@ -184,3 +191,27 @@ def _images(msg: Message, image_ref: ImageRefFactory) -> tuple[ImageRef, ...]:
         name = clean_name(doc.file_name, fallback=doc.file_unique_id)
         refs.append(image_ref(doc.file_id, doc.file_size, doc.mime_type or "image/*", name))
     return tuple(refs)
+
+
+def _attachments(msg: Message, make: AttachmentFactory) -> tuple[Attachment, ...]:
+    """Voice notes, audio files and non-image documents, fetched only when read."""
+    if msg.voice is not None:
+        v = msg.voice
+        name = f"{v.file_unique_id}.ogg"
+        return (make("voice", v.file_id, v.file_size, v.mime_type, name, _seconds(v.duration)),)
+    if msg.audio is not None:
+        a = msg.audio
+        name = clean_name(a.file_name, fallback=f"{a.file_unique_id}.mp3")
+        return (make("audio", a.file_id, a.file_size, a.mime_type, name, _seconds(a.duration)),)
+    doc = msg.document
+    if doc is not None and not (doc.mime_type or "").startswith("image/"):
+        name = clean_name(doc.file_name, fallback=doc.file_unique_id)
+        return (make("document", doc.file_id, doc.file_size, doc.mime_type, name, None),)
+    return ()
+
+
+def _seconds(value: object) -> float | None:
+    """PTB gives durations as int seconds or a timedelta, depending on its settings."""
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return float(value) if isinstance(value, int | float) else None

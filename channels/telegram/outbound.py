@@ -18,7 +18,7 @@ import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
-from telegram import Bot, MessageEntity, ReplyParameters
+from telegram import Bot, InputFile, MessageEntity, ReplyParameters
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError
 from telegram.warnings import PTBDeprecationWarning
@@ -180,6 +180,17 @@ class TelegramSender:
             )
 
         await self._formatted(chat_id, piece, call, once=True, paced=False)
+
+    async def send_voice(self, chat_id: int, audio: bytes, thread_id: int | None = None) -> int:
+        """One voice message (OGG/Opus bytes), paced and retried like a text piece."""
+
+        async def call() -> int:
+            sent = await self._bot.send_voice(
+                chat_id, InputFile(audio, filename="reply.ogg"), message_thread_id=thread_id
+            )
+            return sent.message_id
+
+        return await self._request(chat_id, call, False, True)
 
     async def delete(self, chat_id: int, message_id: int) -> bool:
         """Delete one of our messages; failures are only logged (False)."""

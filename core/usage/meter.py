@@ -25,7 +25,7 @@ from memory.usage import UsageDelta
 
 log = logging.getLogger(__name__)
 
-Purpose = Literal["reply", "vision", "compaction"]
+Purpose = Literal["reply", "vision", "compaction", "transcription", "speech"]
 WallClock = Callable[[], datetime]  # aware UTC "now"; injected in tests to cross midnight
 # The user id compaction is recorded under when nobody's turn triggered it (a library
 # caller of Compactor.fold without `who`): the chat pays, no person does.

@@ -198,6 +198,13 @@ class FakeOpenAI:
         self._open_gate.set()
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self.port = 0
+        # Audio: transcripts by the exact bytes sent (else `transcript`), speech answers.
+        self.transcript = "hello from a voice note"
+        self.transcripts: dict[bytes, str] = {}
+        self.transcriptions: list[dict[str, Any]] = []  # model, filename, bytes, mime
+        self.speech_audio = b"OggS\x00\x02" + b"\x00" * 64  # an OGG-looking body
+        self.speech_requests: list[dict[str, Any]] = []
+        self.audio_fails = 0  # the next N audio requests answer 500
 
     # -- lifecycle -------------------------------------------------------------------
     async def __aenter__(self) -> FakeOpenAI:
@@ -211,6 +218,8 @@ class FakeOpenAI:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/audio/transcriptions", self._transcribe)
+        app.router.add_post("/v1/audio/speech", self._speech)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port, backlog=4096)
@@ -322,6 +331,33 @@ class FakeOpenAI:
             self._waiters = [(n, f) for n, f in self._waiters if f is not fut]
 
     # -- handlers ----------------------------------------------------------------------
+    async def _transcribe(self, request: web.Request) -> web.Response:
+        """`/v1/audio/transcriptions` (multipart): records the file, answers its transcript."""
+        form = await request.post()
+        upload = form.get("file")
+        data = upload.file.read() if hasattr(upload, "file") else b""
+        self.transcriptions.append(
+            {
+                "model": form.get("model"),
+                "filename": getattr(upload, "filename", None),
+                "mime": getattr(upload, "content_type", None),
+                "bytes": data,
+            }
+        )
+        if self.audio_fails:
+            self.audio_fails -= 1
+            return _error(500, "transcription failed")
+        return web.json_response({"text": self.transcripts.get(data, self.transcript)})
+
+    async def _speech(self, request: web.Request) -> web.Response:
+        """`/v1/audio/speech`: records the request, answers `speech_audio`."""
+        body = await request.json()
+        self.speech_requests.append(body)
+        if self.audio_fails:
+            self.audio_fails -= 1
+            return _error(500, "speech failed")
+        return web.Response(body=self.speech_audio, content_type="audio/ogg")
+
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response(
             {

@@ -145,6 +145,7 @@ class FakeTelegram(ChatModel):
         self.bot_user |= {"can_join_groups": True, "can_read_all_group_messages": False}
         self.calls: list[ApiCall] = []
         self.sent: list[dict[str, Any]] = []
+        self.voices: list[dict[str, Any]] = []  # sendVoice uploads: chat_id, bytes
         self.last_offset = 0
         self._runner: web.AppRunner | None = None
         self._port = 0
@@ -442,6 +443,22 @@ class FakeTelegram(ChatModel):
         self._store(chat_id, message["message_id"], params)
         return _ok(message)
 
+    async def _api_sendVoice(self, params: dict[str, Any]) -> web.Response:  # noqa: N802
+        """A voice message: refused unless the upload is OGG (what a voice bubble needs)."""
+        chat_id = _json_or_str(str(params.get("chat_id")))
+        voice = params.get("voice")
+        if not isinstance(voice, dict) or not voice["bytes"].startswith(b"OggS"):
+            return _error(400, "Bad Request: wrong file type for a voice message")
+        message: dict[str, Any] = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
+            "from": self.bot_user,
+            "voice": {"file_id": "sent-voice", "file_unique_id": "sv", "duration": 1},
+        }
+        self.voices.append({"chat_id": chat_id, "bytes": voice["bytes"]})
+        return _ok(message)
+
     async def _api_sendChatAction(self, params: dict[str, Any]) -> web.Response:  # noqa: N802
         return _ok(True)
 
@@ -506,8 +523,9 @@ async def _decode(request: web.Request) -> dict[str, Any]:
     form = await request.post()
     params: dict[str, Any] = {}
     for key, value in form.items():
-        if not isinstance(value, str):
-            continue  # file uploads: not used by the channel
+        if not isinstance(value, str):  # a file upload (sendVoice): its name and bytes
+            params[key] = {"filename": value.filename, "bytes": value.file.read()}
+            continue
         if key in _JSON_FIELDS:
             try:
                 params[key] = json.loads(value)

@@ -1,0 +1,202 @@
+"""Everything a message shares besides pictures: links, documents, voice -> notes.
+
+The processor asks once per addressed message and gets two versions of the notes: the
+full one for this turn (`(Document 1: report.pdf, 12 pages — <text>)`) and a short one
+stored with the turn, so later turns keep "the user sent report.pdf" and not its whole
+text. Each part fails on its own: an unreadable file or a deaf speech service becomes a
+note naming it, the turn is still answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.media.documents import BadDocument, extract_document
+from core.media.links import LinkReader
+from core.media.shared import NOTICE, Defuse, neutralise, one_line
+from core.media.voice import SpeechService, VoiceError
+from core.messages import Attachment, InboundMessage
+from core.usage.meter import UsageSubject
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SharedNotes:
+    notes: list[str] = field(default_factory=list)  # for this turn
+    short: list[str] = field(default_factory=list)  # stored with the turn
+    meta: dict[str, Any] = field(default_factory=dict)
+    spoken: bool = False  # the message was (also) a voice note
+
+
+@dataclass(frozen=True)
+class DocumentLimits:
+    enabled: bool = True
+    max_bytes: int = 10 * 1024 * 1024
+    max_pages: int = 50
+    max_chars: int = 12_000
+    timeout_s: float = 60.0
+
+
+class SharedReader:
+    """Reads a message's links, documents and voice notes (each part optional)."""
+
+    def __init__(
+        self,
+        *,
+        links: LinkReader | None = None,
+        documents: DocumentLimits | None = None,
+        speech: SpeechService | None = None,
+        defuse: Defuse | None = None,
+        count: Callable[[str], int] | None = None,
+        max_tokens: int | None = None,
+    ) -> None:
+        """`count`/`max_tokens`: all notes of one message together stay within this many
+        tokens (a share of the context window), the last ones cut first."""
+        self._count = count
+        self._max_tokens = max_tokens
+        self._links = links
+        self._documents = documents or DocumentLimits(enabled=False)
+        self._speech = speech
+        self._defuse = defuse
+
+    async def __call__(self, message: InboundMessage) -> SharedNotes:
+        who = UsageSubject.of(message)
+        docs = [a for a in message.attachments if a.kind == "document"]
+        voices = [a for a in message.attachments if a.kind in ("voice", "audio")]
+        voice_task = asyncio.gather(*(self._voice(v, who) for v in voices))
+        doc_task = asyncio.gather(*(self._document(d) for d in docs))
+        voice_notes, doc_notes = await asyncio.gather(voice_task, doc_task)
+        notes: list[str] = []
+        short: list[str] = []
+        for note in voice_notes:
+            notes.append(note)
+            short.append(note)  # what was said is the message itself: kept
+        for number, (full, brief) in enumerate(doc_notes, start=1):
+            notes.append(f"(Document {number}: {full})")
+            short.append(f"(Document {number}: {brief})")
+        if self._links is not None:
+            texts = [message.text, message.reply_text or ""]
+            found = await self._links.notes(texts)
+            notes += found.notes
+            short += found.short
+        notes = self._fit(notes)
+        if notes:
+            notes.insert(0, NOTICE)
+        meta = {"documents": [d.name for d in docs]} if docs else {}
+        return SharedNotes(notes, short, meta, spoken=bool(voices))
+
+    def _fit(self, notes: list[str]) -> list[str]:
+        """Keep the notes within the token budget: a note that does not fit is cut to
+        the room left (with a note saying so); past the budget, only headers remain."""
+        if self._count is None or self._max_tokens is None:
+            return notes
+        fitted: list[str] = []
+        used = 0
+        for note in notes:
+            tokens = self._count(note)
+            room = self._max_tokens - used
+            if tokens > room:
+                keep = max(0, int(len(note) * room / max(tokens, 1)) - 60)
+                note = note[: max(keep, 80)].rstrip(")") + " …(cut to fit the context window))"
+                tokens = self._count(note)
+            fitted.append(note)
+            used += tokens
+        return fitted
+
+    async def hear(self, message: InboundMessage) -> str | None:
+        """The first voice note's transcript, or None (the dispatcher's wake-word check)."""
+        voices = [a for a in message.attachments if a.kind == "voice"]
+        if not voices:
+            return None
+        return await self.transcript(voices[0], UsageSubject.of(message))
+
+    async def transcript(self, attachment: Attachment, who: UsageSubject) -> str | None:
+        """A voice note's text, or None when it cannot be heard (for the wake-word check)."""
+        if self._speech is None:
+            return None
+        try:
+            data = await attachment.fetch()
+            return await self._speech.transcribe(data, who=who, duration_s=attachment.duration_s)
+        except Exception as exc:  # a channel fetch or the service: never fail the caller
+            log.info("voice not transcribed: %s", type(exc).__name__)
+            return None
+
+    async def _voice(self, attachment: Attachment, who: UsageSubject) -> str:
+        if self._speech is None:
+            return "(Voice: not transcribed — speech recognition is off)"
+        options = self._speech.options
+        if attachment.size is not None and attachment.size > options.max_bytes:
+            return "(Voice: too large to transcribe)"
+        if attachment.duration_s is not None and attachment.duration_s > options.max_seconds:
+            return f"(Voice: longer than {options.max_seconds:g} seconds, not transcribed)"
+        try:
+            data = await attachment.fetch()
+            text = await self._speech.transcribe(data, who=who, duration_s=attachment.duration_s)
+        except VoiceError as exc:
+            return f"(Voice: could not be transcribed: {one_line(str(exc), 120)})"
+        except Exception as exc:  # the channel's download failed
+            log.info("voice could not be fetched: %s", type(exc).__name__)
+            return "(Voice: could not be fetched)"
+        if not text:
+            return "(Voice: no speech heard)"
+        return f"(Voice: {neutralise(text, self._defuse)})"
+
+    async def _document(self, attachment: Attachment) -> tuple[str, str]:
+        name = one_line(attachment.name or "file", 120)
+        limits = self._documents
+        if not limits.enabled:
+            note = f"{name} — not read (documents are off)"
+            return note, note
+        if attachment.size is not None and attachment.size > limits.max_bytes:
+            note = f"{name} — not read: larger than {_mb(limits.max_bytes)}"
+            return note, note
+        try:
+            data = await attachment.fetch()
+        except Exception as exc:  # the channel's download: too large, gone, timed out
+            log.info("document %s not fetched: %s", name, type(exc).__name__)
+            note = f"{name} — could not be downloaded"
+            if "TooLarge" in type(exc).__name__:
+                note = f"{name} — not read: larger than {_mb(limits.max_bytes)}"
+            return note, note
+        if len(data) > limits.max_bytes:
+            note = f"{name} — not read: larger than {_mb(limits.max_bytes)}"
+            return note, note
+        try:
+            doc = await asyncio.wait_for(
+                asyncio.to_thread(
+                    extract_document,
+                    data,
+                    attachment.name,
+                    attachment.mime,
+                    max_pages=limits.max_pages,
+                    max_chars=limits.max_chars,
+                ),
+                limits.timeout_s,
+            )
+        except BadDocument as exc:
+            note = f"{name} — could not be read: {exc}"
+            return note, note
+        except TimeoutError:
+            note = f"{name} — could not be read: it took too long"
+            return note, note
+        except Exception as exc:  # a parser bug on a hostile file: a note, not a traceback
+            log.warning("document %s failed to parse: %s", name, type(exc).__name__)
+            note = f"{name} — could not be read"
+            return note, note
+        head = name
+        if doc.pages is not None:
+            head += f", {doc.pages} page{'s' if doc.pages != 1 else ''}"
+        text = neutralise(doc.text, self._defuse)
+        if doc.cut:
+            shown = f"first {doc.pages_read} pages, " if doc.pages_read and doc.pages else ""
+            text += f" …(cut: {shown}at most {limits.max_chars} characters read)"
+        return f"{head} — {text}", f"{head} — sent and read on that turn; its text is not kept"
+
+
+def _mb(size: int) -> str:
+    return f"{size / (1024 * 1024):g} MB"

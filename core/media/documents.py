@@ -1,0 +1,157 @@
+"""Documents people send (PDF, DOCX, plain text, Markdown, CSV, JSON) -> their text.
+
+Why limits everywhere: a file is chosen by whoever sends it. A DOCX is a ZIP that can
+expand a few kilobytes into gigabytes, a PDF can claim ten thousand pages or be broken
+on purpose, a text file can be 100 MB of one line. Bytes, pages, characters and the
+unpacked size are all capped, and a file that cannot be read becomes a short reason,
+never a traceback. The kind is decided by the bytes (magic numbers), not the name.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from dataclasses import dataclass
+
+MAX_UNZIPPED = 64 * 1024 * 1024  # all entries of a DOCX together, unpacked
+MAX_ZIP_ENTRIES = 2000
+MAX_ZIP_RATIO = 200  # one entry may unpack to at most this many times its packed size
+TEXT_NAMES = (".txt", ".md", ".markdown", ".csv", ".tsv", ".json", ".log", ".text")
+TEXT_TYPES = ("text/", "application/json", "application/csv")
+DOCX_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+
+
+class BadDocument(ValueError):
+    """The file cannot be read; str(exc) is a short reason fit for the user and model."""
+
+
+@dataclass(frozen=True)
+class DocumentText:
+    kind: str  # "pdf", "docx", "text"
+    text: str
+    pages: int | None = None  # a PDF's page count
+    pages_read: int | None = None
+    cut: bool = False  # the text was cut at the character or page limit
+
+
+def kind_of(data: bytes, name: str, mime: str | None) -> str | None:
+    """ "pdf", "docx", "text", or None for a file we do not read."""
+    head = data[:1024]
+    if b"%PDF-" in head:
+        return "pdf"
+    if data.startswith(b"PK\x03\x04"):
+        return "docx" if name.lower().endswith(".docx") or mime == DOCX_TYPE else None
+    lowered = name.lower()
+    if lowered.endswith(TEXT_NAMES) or (mime or "").startswith(TEXT_TYPES):
+        return "text" if b"\x00" not in data[:8192] else None
+    return None
+
+
+def extract_document(
+    data: bytes, name: str, mime: str | None, *, max_pages: int, max_chars: int
+) -> DocumentText:
+    """The text of one document within the limits. CPU-bound: run it in a worker thread."""
+    kind = kind_of(data, name, mime)
+    if kind is None:
+        raise BadDocument("not a PDF, DOCX or text file")
+    if kind == "pdf":
+        return _pdf(data, max_pages, max_chars)
+    if kind == "docx":
+        return _docx(data, max_chars)
+    return _text(data, name, max_chars)
+
+
+def _cap(parts: list[str], max_chars: int) -> tuple[str, bool]:
+    text = "\n".join(p for p in parts if p.strip())
+    if len(text) > max_chars:
+        return text[:max_chars], True
+    return text, False
+
+
+def _pdf(data: bytes, max_pages: int, max_chars: int) -> DocumentText:
+    from pypdf import PdfReader  # lazy: loaded on the first PDF
+    from pypdf.errors import PyPdfError
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise BadDocument("it is protected by a password")
+        total = len(reader.pages)
+        parts: list[str] = []
+        used = read = 0
+        for page in reader.pages[:max_pages]:
+            text = page.extract_text() or ""
+            parts.append(text)
+            used += len(text)
+            read += 1
+            if used > max_chars:
+                break
+    except BadDocument:
+        raise
+    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError):
+        raise BadDocument("it is not a readable PDF") from None
+    except RecursionError:
+        raise BadDocument("it is not a readable PDF (too deeply nested)") from None
+    text, cut = _cap(parts, max_chars)
+    if not text.strip():
+        raise BadDocument("it has no text layer (a scan?)")
+    return DocumentText("pdf", text, total, read, cut or read < total)
+
+
+def _check_zip(data: bytes) -> None:
+    """Refuse ZIP bombs before any XML parser sees the archive."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            infos = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError):
+        raise BadDocument("it is not a readable DOCX") from None
+    if len(infos) > MAX_ZIP_ENTRIES:
+        raise BadDocument("it has too many parts")
+    total = 0
+    for info in infos:
+        total += info.file_size
+        if info.file_size > MAX_ZIP_RATIO * max(info.compress_size, 1024):
+            raise BadDocument("it unpacks to far more than its size (a ZIP bomb?)")
+    if total > MAX_UNZIPPED:
+        raise BadDocument("it unpacks to more than the allowed size")
+
+
+def _docx(data: bytes, max_chars: int) -> DocumentText:
+    _check_zip(data)
+    import docx  # lazy: python-docx, loaded on the first DOCX
+
+    try:
+        document = docx.Document(io.BytesIO(data))
+        parts = [p.text for p in document.paragraphs]
+        for table in document.tables:
+            for row in table.rows:
+                parts.append(" | ".join(cell.text.strip() for cell in row.cells))
+    except BadDocument:
+        raise
+    except Exception:  # python-docx raises many kinds (KeyError, lxml errors) on bad files
+        raise BadDocument("it is not a readable DOCX") from None
+    text, cut = _cap(parts, max_chars)
+    if not text.strip():
+        raise BadDocument("it has no text")
+    return DocumentText("docx", text, cut=cut)
+
+
+def _text(data: bytes, name: str, max_chars: int) -> DocumentText:
+    for encoding in ("utf-8-sig", "gb18030"):
+        try:
+            text = data.decode(encoding)
+            break
+        except UnicodeDecodeError:
+            continue
+    else:
+        text = data.decode("utf-8", errors="replace")
+    if name.lower().endswith(".json"):
+        try:  # pretty-printed JSON reads better than one 100 kB line
+            text = json.dumps(json.loads(text), ensure_ascii=False, indent=1)
+        except (ValueError, RecursionError):
+            pass
+    text, cut = _cap([text], max_chars)
+    if not text.strip():
+        raise BadDocument("it is empty")
+    return DocumentText("text", text, cut=cut)
