@@ -20,6 +20,7 @@ from bot.console import Console, ConsoleDeps, RecentErrors
 from bot.dispatcher import Dispatcher
 from bot.errors import StartupError
 from bot.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
+from bot.reminders_setup import add_commands, build_reminders, build_scheduler, can_push
 from bot.usage_command import UsageCommand
 from channels.base import Channel, ChannelHealth
 from core.context import ContextBuilder
@@ -37,6 +38,8 @@ from core.llm import (
 from core.media.vision import VisionReader
 from core.processor import ImageReader, MessageProcessor, ProcessorOptions
 from core.recovery import Recovery, RecoveryOptions
+from core.reminders.scheduler import Scheduler
+from core.reminders.service import Reminders
 from core.tools.loop import ToolLoop, default_registry
 from core.tools.search import SearchBackend, duckduckgo_backend
 from core.usage.meter import UsageMeter, UsageRecorder, WallClock, utc_now
@@ -101,6 +104,10 @@ class App:
         self.recovery: Recovery | None = None
         self._recovery_stop = asyncio.Event()
         self._models: dict[str, FallbackProvider] = {}  # "llm", "vision": their endpoints
+        # Reminders (/remind, /schedule): sent through every channel that can push.
+        self.push_routes = ChannelRoutes()
+        self.reminders: Reminders | None = None
+        self.scheduler: Scheduler | None = None
 
     def health(self) -> dict[str, ChannelHealth]:
         return {channel.name: channel.health() for channel in self.channels}
@@ -155,6 +162,7 @@ class App:
             self._stack.push_async_callback(self.storage.close)
         self.chat_settings = chat_settings = CachedChatSettings(self.storage.chat_settings)
         await chat_settings.warm()  # so "typing" is never shown in a denied group
+        self.reminders = build_reminders(settings, self.storage, chat_settings, self._clock)
         llm = await self._llm()
         self._stack.push_async_callback(llm.close)
         counter = get_counter(settings.context.tokenizer)
@@ -196,6 +204,11 @@ class App:
             bot_control=BotCommand.from_settings(settings, chat_settings),
             usage=UsageCommand(self.storage.usage, admins=admins, limits=limits, clock=self._clock),
         )
+        if self.reminders is not None:
+            add_commands(commands, self.reminders, admins)
+            self.scheduler = build_scheduler(
+                settings, self.storage, self.processor, self.push_routes, chat_settings, self._clock
+            )
         quota = QuotaGuard(limits, self.storage.usage, clock=self._clock)
         dispatcher = Dispatcher.from_settings(
             settings,
@@ -226,12 +239,17 @@ class App:
                 self.channels.append(channel)
                 if channel.pushes:  # HTTP answers in its response: nothing to push to
                     self.routes.add(channel)
+                if can_push(channel):  # reminders: also HTTP with a [http] push_url
+                    self.push_routes.add(channel)
                 log.info("channel %s started", spec.name)
                 if console is not None and spec.name == "http":
                     port = getattr(channel, "port", settings.http.port)
                     log.info("web console at http://%s:%s/console", settings.http.host, port)
         recovery = asyncio.create_task(path.recovery.run(self._recovery_stop))
         self._stack.push_async_callback(self._stop_recovery, recovery)
+        if self.scheduler is not None:  # stops with recovery (the same stop event)
+            reminders = asyncio.create_task(self.scheduler.run(self._recovery_stop))
+            self._stack.push_async_callback(self._stop_recovery, reminders)
 
     def _console(self) -> Console | None:
         """The operator's console on the HTTP server, when a password is set for it."""
@@ -325,7 +343,7 @@ class App:
             self._stack.callback(backend.close)
             search = backend
         return ToolLoop(
-            default_registry(search, search_enabled=tools.search),
+            default_registry(search, search_enabled=tools.search, reminders=self.reminders),
             llm,
             max_rounds=tools.max_rounds,
             handler_timeout_s=tools.search_timeout_s + 2,

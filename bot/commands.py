@@ -71,8 +71,12 @@ class Commands:
 
     @property
     def names(self) -> list[str]:
-        known = ("help", "reset", "context", "memory", "bot", "usage")
+        known = ("help", "reset", "context", "memory", "bot", "usage", "remind", "schedule")
         return [name for name in known if name in self._handlers]
+
+    def add(self, name: str, handler: Handler) -> None:
+        """One more command (e.g. /remind from bot/remind_command.py)."""
+        self._handlers[name] = handler
 
     async def handle(self, message: InboundMessage) -> Reply:
         name, args = parse_command(message.text)
@@ -97,6 +101,11 @@ class Commands:
             "/reset — clear our private chat's history (memories stay)",
             "/context — what my last answer in this chat was built from",
             *(["/usage — the tokens you used today and this month"] if usage else []),
+            *(
+                ["/remind <when> <text> — a reminder; /remind list, /remind cancel <id>"]
+                if "remind" in self._handlers
+                else []
+            ),
             "/help — this list",
         ]
         if self.is_admin(message):
@@ -113,6 +122,8 @@ class Commands:
                 )
             if usage:
                 lines.append("Admin: /usage group (this chat's tokens), /usage top (top spenders).")
+            if "schedule" in self._handlers:
+                lines.append("Admin: /schedule <when> <instruction> — a model turn at that time.")
         return Reply("\n".join(lines))
 
     async def _reset(self, message: InboundMessage, args: list[str]) -> Reply:

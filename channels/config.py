@@ -96,3 +96,12 @@ class HttpConfig(Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     token: SecretStr | None = None
+    # Reminders and scheduled tasks in HTTP chats are POSTed here (channels/http_push.py).
+    push_url: str | None = None
+
+    @field_validator("push_url")
+    @classmethod
+    def _push_url_is_http(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError('must start with "http://" or "https://"')
+        return value or None

@@ -77,6 +77,9 @@ class OutboundMessage:
     # Address this person in a group (a Telegram mention, a QQ at): a proactive message
     # such as a reminder, sent when nobody in the chat asked for it at that moment.
     mention_user_id: str | None = None
+    # The reminder (or scheduled task) this message delivers, for channels that report
+    # it (the HTTP push body).
+    reminder_id: int | None = None
 
 
 @dataclass(frozen=True)

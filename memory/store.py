@@ -30,6 +30,7 @@ from memory.chat_settings import ChatSettingsStore
 from memory.ids import CACHE_SIZE, ChatKey, RowIds, TxIds
 from memory.intake import AfterWrite, IntakeConflict, IntakeStore, claim_in, settle_in
 from memory.memories import MemoryRows
+from memory.reminders import ReminderStore
 from memory.migrate import Database, head_revision, parse_url, revision_of, upgrade_connection
 from memory.models import NAME_LEN, Chat, TurnRow, check_turn, clean_text, utc
 from memory.turn_reads import TurnReads
@@ -68,6 +69,7 @@ class SqlStorage:
         self.intake = IntakeStore(database)
         self.chat_settings = ChatSettingsStore(database)  # /bot on|off|allow|persona|wake
         self.usage = UsageStore(database)  # token counters: /usage, quotas, the console
+        self.reminders = ReminderStore(database)  # /remind, /schedule (migration 0009)
         self._ids = RowIds(database, cache_size=cache_size)
         self._memory = MemoryRows(database, self._ids)
         self._reads = TurnReads(database, self._ids)

@@ -42,7 +42,7 @@ from channels.telegram.inbound import (
     Skip,
     normalise,
 )
-from channels.telegram.outbound import TelegramSender
+from channels.telegram.outbound import TelegramSender, with_mention
 from channels.telegram.pacing import AsyncioClock, ChatPacer, Clock, is_group
 from channels.telegram.polling import PollMonitor, PollSupervisor
 from channels.telegram.presence import AckReaction, Presence
@@ -215,10 +215,11 @@ class TelegramChannel:
         if self._sender is None:
             raise DeliveryError("the telegram channel is not started")
         target = target_of(message)
+        pieces = final_pieces(message.text)
+        if message.mention_user_id and is_group(target.chat_id) and pieces:
+            pieces = [with_mention(pieces[0], message.mention_user_id), *pieces[1:]]
         try:
-            ids = await complete(
-                self._sender, target, final_pieces(message.text), recorded(message.resume)
-            )
+            ids = await complete(self._sender, target, pieces, recorded(message.resume))
         except TelegramError as exc:
             raise DeliveryError(f"telegram: {self._redact(str(exc))}") from None
         return Sent(tuple(str(i) for i in ids))
