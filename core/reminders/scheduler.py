@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from core.accepted import SCHEDULED_PREFIX
 from core.messages import ChatType, DeliveryError, InboundMessage, OutboundMessage, Sent
 from core.reminders.service import late_note
 from core.reminders.when import Schedule
@@ -68,7 +69,7 @@ def lock_key(reminder_id: int, due: datetime) -> int:
 
 
 def task_message_id(reminder_id: int, due: datetime) -> str:
-    return f"schedule:{reminder_id}:{due.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}"
+    return f"{SCHEDULED_PREFIX}{reminder_id}:{due.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}"
 
 
 class Scheduler:

@@ -9,6 +9,7 @@ confirmation line with the id, or the one-line refusal.
 
 from __future__ import annotations
 
+from core.accepted import SCHEDULED_PREFIX
 from core.messages import InboundMessage
 from core.reminders.service import Reminders
 from core.tools.registry import Observation, Tool, ToolContext
@@ -27,10 +28,10 @@ def remind_tool(reminders: Reminders, *, enabled: bool = True) -> Tool:
     """Set a reminder for the turn's sender in the turn's chat."""
 
     async def handle(arg: str, ctx: ToolContext) -> Observation:
-        message = ctx.extra.get("message")
+        message = ctx.extra.get("inbound")
         if not isinstance(message, InboundMessage):
             return Observation("Reminders are not available in this conversation.", ok=False)
-        if (message.message_id or "").startswith("schedule:"):
+        if (message.message_id or "").startswith(SCHEDULED_PREFIX):
             # a scheduled task must not re-create itself or others (the agent re-adding
             # a job someone deleted): only people set reminders
             return Observation("A scheduled task cannot set reminders.", ok=False)
