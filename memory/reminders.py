@@ -225,13 +225,14 @@ class ReminderStore:
         run_state: str,
         skipped: int,
         by: str,
+        now: datetime | None = None,
     ) -> Run | None:
         """Take occurrence `due` of `reminder` (whose stored next_due_at the caller read)
         and move the reminder on to `next_due` (None: finished). Exactly one caller gets
         the Run; everyone else gets None. `run_state` is `claimed` (to be sent) or
         `missed` (too old, recorded only)."""
         assert reminder.next_due_at is not None
-        now = utcnow()
+        now = now or utcnow()
         if next_due is not None:
             state = "active"
         else:

@@ -58,6 +58,9 @@ class SchedulerOptions:
     catch_up_s: float = 6 * 3600.0
     tick_s: float = 1.0
     late_after_s: float = 60.0  # even while up: a send this much after its time says late
+    # Without database locks (SQLite: one process), another worker's claim is taken over
+    # only once it is this old; its process is then gone (no send takes this long).
+    stale_claim_s: float = 120.0
     batch: int = 100
 
 
@@ -162,6 +165,7 @@ class Scheduler:
                 run_state=state,
                 skipped=skipped,
                 by=self._worker,
+                now=now,
             )
             if run is None:
                 return 0  # another replica (or an earlier pass) took it
@@ -188,6 +192,10 @@ class Scheduler:
 
     async def _recover(self, run: Run, now: datetime) -> int:
         """A claimed run nobody here is sending: its sender died (or the send failed)."""
+        foreign = run.claimed_by != self._worker
+        young = (now - run.claimed_at).total_seconds() < self._options.stale_claim_s
+        if foreign and young and self._db_lock is None:
+            return 0  # no lock tells whether its sender lives: wait until it is stale
         async with self._lock(lock_key(run.reminder_id, run.due_at)) as held:
             if not held:
                 return 0  # its sender is alive on another replica
