@@ -9,18 +9,24 @@ is asserted is what crossed the wire.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import io
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
+from aiohttp import web
 
 from bot.app import App, Seams
 from bot.config import Settings
 from bot.registry import ChannelDeps
+from channels.http_push import SIGNATURE_HEADER
 from channels.onebot.channel import OneBotChannel
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot, sent_text
 from tests.fakes.openai_server import FakeOpenAI, last_user_text
@@ -263,3 +269,61 @@ async def test_asking_in_plain_words_sets_the_reminder_through_the_tool(
             (stored,) = await app.storage.reminders.listing(platform="telegram")
     assert answer.params["text"].startswith("Done: #1 set for 09:00 tomorrow (Europe/Berlin")
     assert stored.owner_id == str(ALICE["id"]) and stored.text == "call the bank"
+
+
+async def test_http_chats_get_reminders_only_through_a_signed_push(
+    tmp_path: Path, database_url: str, failing_model: FakeOpenAI
+) -> None:
+    received: list[tuple[bytes, str]] = []
+    arrived = asyncio.Event()
+
+    async def push(request: web.Request) -> web.Response:
+        received.append((await request.read(), request.headers.get(SIGNATURE_HEADER, "")))
+        arrived.set()
+        return web.json_response({"ok": True})
+
+    receiver = web.Application()
+    receiver.router.add_post("/push", push)
+    runner = web.AppRunner(receiver)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    push_url = f"http://127.0.0.1:{runner.addresses[0][1]}/push"
+    clock = Clock()
+    token = "http-token-1"
+    try:
+        for url in (None, push_url):
+            http = {"enabled": True, "port": 0, "token": token, "push_url": url}
+            settings = reminder_settings(tmp_path, database_url, failing_model, http=http)
+            async with daemon(settings, clock) as app:
+                (channel,) = app.channels
+                body = {
+                    "user_id": "u1",
+                    "chat_type": "private",
+                    "text": "/remind in 1m stand up",
+                    "message_id": f"m-{url is None}",
+                }
+                async with aiohttp.ClientSession() as session:
+                    async with session.post(
+                        f"http://127.0.0.1:{channel.port}/v1/chat",  # type: ignore[attr-defined]
+                        json=body,
+                        headers={"Authorization": f"Bearer {token}"},
+                    ) as response:
+                        reply = (await response.json())["reply"]
+                if url is None:
+                    assert reply == (
+                        "Not set: I can't send anything unasked in http chats (set [http] "
+                        "push_url to allow it), so reminders cannot be set here."
+                    )
+                    continue
+                assert reply.startswith("⏰ #1 set for 11:01")
+                clock.advance(minutes=1)
+                await asyncio.wait_for(arrived.wait(), 10)
+    finally:
+        await runner.cleanup()
+    ((raw, signed),) = received
+    assert json.loads(raw)["chat_id"] == "u1"
+    assert json.loads(raw)["text"] == "⏰ stand up"
+    assert json.loads(raw)["reminder_id"] == 1
+    expected = hmac.new(token.encode(), raw, hashlib.sha256).hexdigest()
+    assert signed == f"sha256={expected}"
