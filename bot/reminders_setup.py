@@ -11,6 +11,7 @@ import os
 import socket
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 
 from bot.access import AccessRules
@@ -20,7 +21,7 @@ from bot.remind_command import RemindCommand
 from core.delivery import ChannelRoutes, Outbox
 from core.messages import ChatType, InboundMessage
 from core.processor import MessageProcessor, ShuttingDown
-from core.reminders.scheduler import Gate, Scheduler, SchedulerOptions
+from core.reminders.scheduler import Gate, Lock, Scheduler, SchedulerOptions
 from core.reminders.service import ReminderLimits, Reminders
 from memory.chat_settings_cache import CachedChatSettings
 from memory.reminders import Reminder
@@ -113,10 +114,10 @@ def build_scheduler(
         return entry.state if entry is not None else None
 
     database = storage.database
-    lock = None
-    if storage.dialect == "postgresql":
+    lock: Lock | None = None
+    if storage.dialect == "postgresql":  # the sender holds it while it sends (see scheduler)
 
-        def lock(key: int):  # type: ignore[no-untyped-def]
+        def lock(key: int) -> AbstractAsyncContextManager[bool]:
             return database.advisory_lock(key, wait=False)
 
     config = settings.reminders

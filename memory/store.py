@@ -30,9 +30,9 @@ from memory.chat_settings import ChatSettingsStore
 from memory.ids import CACHE_SIZE, ChatKey, RowIds, TxIds
 from memory.intake import AfterWrite, IntakeConflict, IntakeStore, claim_in, settle_in
 from memory.memories import MemoryRows
-from memory.reminders import ReminderStore
 from memory.migrate import Database, head_revision, parse_url, revision_of, upgrade_connection
 from memory.models import NAME_LEN, Chat, TurnRow, check_turn, clean_text, utc
+from memory.reminders import ReminderStore
 from memory.turn_reads import TurnReads
 from memory.types import (
     MemoryItem,

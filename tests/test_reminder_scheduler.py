@@ -133,9 +133,7 @@ async def test_a_claim_whose_process_died_is_sent_late_once_by_the_next(
     assert await restarted.tick() == 1
     assert await restarted.tick() == 0
     (sent,) = channel.sent
-    assert sent.text == (
-        "⏰ call the bank\n(late: it was due at 11:10 (Europe/Berlin, UTC+01:00))"
-    )
+    assert sent.text == ("⏰ call the bank\n(late: it was due at 11:10 (Europe/Berlin, UTC+01:00))")
     (finished,) = await storage.reminders.runs_of(done.reminder.id)
     assert finished.state == "late"
 

@@ -41,9 +41,19 @@ def berlin(text: str) -> datetime:
         ("every day 09:00 stretch", "every day 09:00", berlin("2026-03-29 09:00"), "stretch"),
         ("every monday 09:00 plan", "every monday 09:00", berlin("2026-03-30 09:00"), "plan"),
         ("every mon at 09:00 plan", "every monday 09:00", berlin("2026-03-30 09:00"), "plan"),
-        ("every weekday 08:30 standup", "every weekday 08:30", berlin("2026-03-30 08:30"), "standup"),
+        (
+            "every weekday 08:30 standup",
+            "every weekday 08:30",
+            berlin("2026-03-30 08:30"),
+            "standup",
+        ),
         ("every 2h water", "every 7200s", NOW + timedelta(hours=2), "water"),
-        ('cron "30 8 * * 1-5" standup', 'cron "30 8 * * 1-5"', berlin("2026-03-30 08:30"), "standup"),
+        (
+            'cron "30 8 * * 1-5" standup',
+            'cron "30 8 * * 1-5"',
+            berlin("2026-03-30 08:30"),
+            "standup",
+        ),
     ],
 )
 def test_every_documented_form_resolves_in_the_chat_zone(

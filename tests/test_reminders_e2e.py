@@ -65,7 +65,9 @@ async def daemon(settings: Settings, clock: Clock) -> AsyncIterator[App]:
         yield app
 
 
-def reminder_settings(tmp_path: Path, database_url: str, model: FakeOpenAI, **sections: Any) -> Settings:
+def reminder_settings(
+    tmp_path: Path, database_url: str, model: FakeOpenAI, **sections: Any
+) -> Settings:
     return settings_for(
         tmp_path,
         database_url,
@@ -161,7 +163,9 @@ async def test_chat_time_zone_limits_and_bad_input_get_one_line(
     tmp_path: Path, database_url: str, failing_model: FakeOpenAI, tg: FakeTelegram
 ) -> None:
     clock = Clock()
-    settings = reminder_settings(tmp_path, database_url, failing_model, telegram=telegram_section(tg))
+    settings = reminder_settings(
+        tmp_path, database_url, failing_model, telegram=telegram_section(tg)
+    )
     settings.reminders.max_per_user = 1  # type: ignore[misc]
     async with daemon(settings, clock) as app:
         assert "Only admins" in await say(tg, GROUP, BOB, "/bot timezone Asia/Shanghai")

@@ -71,7 +71,9 @@ def _value(text: str, low: int, high: int, names: tuple[str, ...] | None, field:
     return value
 
 
-def _field(text: str, low: int, high: int, field: str, names: tuple[str, ...] | None = None) -> set[int]:
+def _field(
+    text: str, low: int, high: int, field: str, names: tuple[str, ...] | None = None
+) -> set[int]:
     found: set[int] = set()
     for part in text.split(","):
         body, _, step_text = part.partition("/")

@@ -83,7 +83,9 @@ class Reminders:
             resolved = resolve(when_and_text, now, zone)
         except WhenError as exc:
             raise ReminderRefused(str(exc)) from None
-        return await self._store(message, resolved.schedule, resolved.first_due, resolved.rest, kind, zone, now)
+        return await self._store(
+            message, resolved.schedule, resolved.first_due, resolved.rest, kind, zone, now
+        )
 
     async def set_parts(
         self, message: InboundMessage, when: str, text: str, *, kind: str = "remind"
@@ -95,7 +97,9 @@ class Reminders:
             resolved = resolve(when, now, zone, whole=True)
         except WhenError as exc:
             raise ReminderRefused(str(exc)) from None
-        return await self._store(message, resolved.schedule, resolved.first_due, text, kind, zone, now)
+        return await self._store(
+            message, resolved.schedule, resolved.first_due, text, kind, zone, now
+        )
 
     async def _store(
         self,
@@ -161,9 +165,7 @@ class Reminders:
             return f"#{reminder_id} had just finished; nothing to cancel."
         return f"Cancelled #{reminder_id}: {found.text}"
 
-    async def listing(
-        self, platform: str, chat_id: str, owner_id: str | None
-    ) -> list[Reminder]:
+    async def listing(self, platform: str, chat_id: str, owner_id: str | None) -> list[Reminder]:
         return await self.store.listing(
             platform=platform, chat_id=chat_id, owner_id=owner_id, limit=LISTED
         )

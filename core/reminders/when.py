@@ -42,7 +42,12 @@ _FORMS = [
     ("every_weekday", re.compile(rf"every\s+(?:weekday|workday)\s+{_CLOCK}", re.I)),
     ("every_named", re.compile(rf"every\s+(?P<day>[a-z]+)\s+{_CLOCK}", re.I)),
     ("every_n", re.compile(rf"every\s+(?P<amount>{_AMOUNT}(?:\s*{_AMOUNT})*)", re.I)),
-    ("iso", re.compile(r"(?P<iso>\d{4}-\d{2}-\d{2}T\d{1,2}:\d{2}(?::\d{2})?(?:Z|[+-]\d{2}:?\d{2})?)", re.I)),
+    (
+        "iso",
+        re.compile(
+            r"(?P<iso>\d{4}-\d{2}-\d{2}T\d{1,2}:\d{2}(?::\d{2})?(?:Z|[+-]\d{2}:?\d{2})?)", re.I
+        ),
+    ),
     ("date", re.compile(rf"(?P<date>\d{{4}}-\d{{2}}-\d{{2}})\s+{_CLOCK}", re.I)),
     ("tomorrow", re.compile(rf"tomorrow\s+{_CLOCK}", re.I)),
     ("today", re.compile(rf"today\s+{_CLOCK}", re.I)),
@@ -220,9 +225,12 @@ def _build(
             days = frozenset(range(5))
             schedule = Schedule("weekly", f"every weekday {hhmm}", clock=clock, weekdays=days)
         else:
-            day = _day_name(groups["day"])
+            weekday = _day_name(groups["day"])
             schedule = Schedule(
-                "weekly", f"every {DAY_NAMES[day]} {hhmm}", clock=clock, weekdays=frozenset({day})
+                "weekly",
+                f"every {DAY_NAMES[weekday]} {hhmm}",
+                clock=clock,
+                weekdays=frozenset({weekday}),
             )
         return schedule, schedule.next_after(now, zone)
     if name == "every_n":

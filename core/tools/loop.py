@@ -26,7 +26,6 @@ from core.llm import ChatResult, LLMProvider
 from core.streaming import PreviewSink
 from core.tools.memory import forget_tool, remember_tool
 from core.tools.preview import streamed_round
-from core.tools.remind import remind_tool
 from core.tools.registry import (
     MAX_MARKER_ARG_CHARS,
     Observation,
@@ -34,6 +33,7 @@ from core.tools.registry import (
     ToolContext,
     ToolRegistry,
 )
+from core.tools.remind import remind_tool
 from core.tools.search import SearchBackend, search_tool
 from core.usage.meter import ModelCall, UsageMeter, UsageSubject
 from memory.types import Role, TurnKind
