@@ -194,6 +194,7 @@ class BotCommand:
         if self.access.blocked_users:
             lines.append(f"Blocked users: {len(self.access.blocked_users)} ([access]).")
         lines.append(f'Persona: "{here.persona}".' if here.persona else "Persona: none.")
+        lines.append(f"Time zone: {here.timezone or self.default_timezone + ' ([bot] timezone)'}.")
         limit = self.rate_limit_per_min
         lines.append(
             f"Rate limit: {limit} messages per user per minute (admins exempt)."

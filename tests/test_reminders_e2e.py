@@ -28,6 +28,7 @@ from bot.config import Settings
 from bot.registry import ChannelDeps
 from channels.http_push import SIGNATURE_HEADER
 from channels.onebot.channel import OneBotChannel
+from core.messages import ChatType, InboundMessage
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot, sent_text
 from tests.fakes.openai_server import FakeOpenAI, last_user_text
 from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, private_chat, user
@@ -331,3 +332,56 @@ async def test_http_chats_get_reminders_only_through_a_signed_push(
     assert json.loads(raw)["reminder_id"] == 1
     expected = hmac.new(token.encode(), raw, hashlib.sha256).hexdigest()
     assert signed == f"sha256={expected}"
+
+
+async def test_a_group_switched_off_gets_no_reminder_and_a_blocked_owner_none_either(
+    tmp_path: Path, database_url: str, failing_model: FakeOpenAI, tg: FakeTelegram
+) -> None:
+    clock = Clock()
+    settings = reminder_settings(
+        tmp_path, database_url, failing_model, telegram=telegram_section(tg)
+    )
+    async with daemon(settings, clock) as app:
+        await say(tg, GROUP, ALICE, "/remind in 10m water the plants")
+        await say(tg, private_chat(BOB), BOB, "/remind in 10m pay rent")
+        assert (await say(tg, GROUP, ADMIN, "/bot off")).startswith("I'm off in this group")
+        assert app.storage is not None
+        before = len(tg.sent)
+        clock.advance(minutes=11)
+        for _ in range(200):  # both occurrences settled: neither may be sent
+            runs = [await app.storage.reminders.runs_of(n) for n in (1, 2)]
+            if all(r and r[0].state != "claimed" for r in runs):
+                break
+            await asyncio.sleep(0.05)
+        # Bob's DM reminder is delivered; the switched-off group's is skipped
+        assert [r[0].state for r in runs] == ["skipped", "delivered"]
+        await tg.wait_for("sendMessage", before + 1)
+    assert [s["text"] for s in tg.sent[before:]] == ["⏰ pay rent"]
+
+    # Bob blocked by the operator (a restart with [access] blocked_users): his stop
+    settings = reminder_settings(
+        tmp_path,
+        database_url,
+        failing_model,
+        telegram=telegram_section(tg),
+        access={"blocked_users": [f"telegram:{BOB['id']}"]},
+    )
+    async with daemon(settings, clock) as app:
+        assert app.storage is not None and app.reminders is not None
+        bob = InboundMessage(
+            platform="telegram",
+            chat_id=str(BOB["id"]),
+            chat_type=ChatType.PRIVATE,
+            sender_id=str(BOB["id"]),
+            sender_name="Bob",
+            text="",
+        )
+        done = await app.reminders.set_from_text(bob, "in 1m again")  # set before the block
+        clock.advance(minutes=2)
+        for _ in range(200):
+            runs = await app.storage.reminders.runs_of(done.reminder.id)
+            if runs and runs[0].state != "claimed":
+                break
+            await asyncio.sleep(0.05)
+        assert runs[0].state == "skipped"
+    assert [s["text"] for s in tg.sent[before:]] == ["⏰ pay rent"]
