@@ -30,10 +30,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from core.accepted import SCHEDULED_PREFIX
@@ -102,6 +103,7 @@ class Scheduler:
         self._worker = worker_id or f"w{id(self):x}"
         self._started = self._now()
         self._held: set[int] = set()
+        self._turns: set[asyncio.Task[int]] = set()  # scheduled tasks' model turns
         self._retry_at: dict[int, datetime] = {}
         self.sent_total = 0
         self.missed_total = 0
@@ -129,6 +131,9 @@ class Scheduler:
         now = self._now()
         done = 0
         for reminder in await self._store.due(now, self._options.batch):
+            if reminder.kind == "task":  # a model turn may take a minute: not in the way
+                self._spawn(self._fire(reminder, now), reminder.id)
+                continue
             try:
                 done += await self._fire(reminder, now)
             except Exception:  # one reminder's failure must not stop the others
@@ -144,6 +149,23 @@ class Scheduler:
             except Exception:
                 log.exception("reminders: recovering run %d of #%d failed", run.id, run.reminder_id)
         return done
+
+    def _spawn(self, job: Coroutine[Any, Any, int], reminder_id: int) -> None:
+        async def guarded() -> int:
+            try:
+                return await job
+            except Exception:
+                log.exception("reminders: scheduled task #%d failed", reminder_id)
+                return 0
+
+        task = asyncio.create_task(guarded(), name=f"scheduled task #{reminder_id}")
+        self._turns.add(task)
+        task.add_done_callback(self._turns.discard)
+
+    async def idle(self) -> None:
+        """Wait for the scheduled tasks' turns started so far (tests; the stop)."""
+        while self._turns:
+            await asyncio.gather(*list(self._turns))
 
     async def _fire(self, reminder: Reminder, now: datetime) -> int:
         assert reminder.next_due_at is not None
@@ -308,3 +330,4 @@ class Scheduler:
                 await asyncio.wait_for(stop.wait(), self._options.tick_s)
             except TimeoutError:
                 pass
+        await self.idle()  # the turns end with the processor's drain
