@@ -130,14 +130,20 @@ class Scheduler:
         """Fire what is due and finish what a dead sender left; returns runs settled."""
         now = self._now()
         done = 0
-        for reminder in await self._store.due(now, self._options.batch):
-            if reminder.kind == "task":  # a model turn may take a minute: not in the way
-                self._spawn(self._fire(reminder, now), reminder.id)
-                continue
-            try:
-                done += await self._fire(reminder, now)
-            except Exception:  # one reminder's failure must not stop the others
-                log.exception("reminders: #%d failed", reminder.id)
+        while True:  # batch after batch while whole batches fall due and get settled
+            due = await self._store.due(now, self._options.batch)
+            progress = 0
+            for reminder in due:
+                if reminder.kind == "task":  # a model turn may take a minute: not in the way
+                    self._spawn(self._fire(reminder, now), reminder.id)
+                    continue
+                try:
+                    progress += await self._fire(reminder, now)
+                except Exception:  # one reminder's failure must not stop the others
+                    log.exception("reminders: #%d failed", reminder.id)
+            done += progress
+            if len(due) < self._options.batch or not progress:
+                break
         for run in await self._store.open_runs(self._options.batch):
             if lock_key(run.reminder_id, run.due_at) in self._held:
                 continue
