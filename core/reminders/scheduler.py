@@ -59,8 +59,9 @@ class SchedulerOptions:
     catch_up_s: float = 6 * 3600.0
     tick_s: float = 1.0
     late_after_s: float = 60.0  # even while up: a send this much after its time says late
-    # Without database locks (SQLite: one process), another worker's claim is taken over
-    # only once it is this old; its process is then gone (no send takes this long).
+    # Without database locks (SQLite: one process owns it), a claim made before this
+    # process started is a dead one's; another's made since is taken over only once it
+    # is this old (no send takes this long).
     stale_claim_s: float = 120.0
     batch: int = 100
 
@@ -222,7 +223,8 @@ class Scheduler:
         """A claimed run nobody here is sending: its sender died (or the send failed)."""
         foreign = run.claimed_by != self._worker
         young = (now - run.claimed_at).total_seconds() < self._options.stale_claim_s
-        if foreign and young and self._db_lock is None:
+        since_start = run.claimed_at > self._started  # else: a process before this one
+        if foreign and young and since_start and self._db_lock is None:
             return 0  # no lock tells whether its sender lives: wait until it is stale
         async with self._lock(lock_key(run.reminder_id, run.due_at)) as held:
             if not held:

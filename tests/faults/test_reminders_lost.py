@@ -91,6 +91,31 @@ async def test_sigkill_before_it_is_due_then_restart_delivers_it_once_late(
     assert "(Europe/Berlin, UTC+0" in text  # +01:00 in winter, +02:00 in summer
 
 
+async def test_sigkill_while_the_reminder_is_being_sent_delivers_it_once_late(
+    harness: Harness, database_url: str
+) -> None:
+    """Claimed, at the platform's door, never accepted: the next process sends it."""
+    alice = PEOPLE[1]
+    chat = private_chat(alice)
+    first = await harness.daemon(EXTRA)
+    command(harness, chat, "/remind in 2s feed the cat")
+    await harness.tg.wait_for("sendMessage", 1, within_s=15)
+    harness.tg.hold_sends()
+    await harness.tg.wait_for("sendMessage", 2, within_s=15)  # the reminder, held
+    first.kill()
+    await first.wait()
+    harness.tg.release_sends()  # the platform never accepted it: its sender is gone
+    (claimed,) = await runs(database_url, 1)
+    assert claimed.state == "claimed"
+    second = await harness.daemon(EXTRA)
+    await until(lambda: reminder_texts(harness, alice["id"]), [first, second])
+    await second.terminate()
+    (text,) = reminder_texts(harness, alice["id"])
+    assert text.startswith("⏰ feed the cat\n(late: it was due at ")
+    (finished,) = await runs(database_url, 1)
+    assert finished.state == "late"
+
+
 async def test_two_replicas_send_every_occurrence_of_a_repeat_once_with_one_killed(
     harness: Harness, database_url: str
 ) -> None:
