@@ -22,8 +22,9 @@ from bot.console import RecentErrors
 from bot.dispatcher import Dispatcher
 from bot.errors import StartupError
 from bot.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
-from bot.tools_command import ToolsCommand
+from bot.reminders_setup import add_commands, build_reminders, build_scheduler, can_push
 from bot.shared_media import SharedMedia
+from bot.tools_command import ToolsCommand
 from bot.usage_command import UsageCommand
 from channels.base import Channel, ChannelHealth
 from core.context import ContextBuilder
@@ -42,6 +43,8 @@ from core.llm import (
 from core.media.vision import VisionReader
 from core.processor import ImageReader, MessageProcessor, ProcessorOptions
 from core.recovery import Recovery, RecoveryOptions
+from core.reminders.scheduler import Scheduler
+from core.reminders.service import Reminders
 from core.tools.loop import ToolLoop, default_registry
 from core.tools.search import SearchBackend, duckduckgo_backend
 from core.usage.meter import UsageMeter, UsageRecorder, WallClock, utc_now
@@ -50,8 +53,7 @@ from core.workspace.files import ensure_workspace
 from memory.capacity import ConnectionBudget, budget_problem, server_limit
 from memory.chat_kinds import ChatKinds
 from memory.chat_settings_cache import CachedChatSettings
-from memory.migrate import Database
-from memory.migrate import upgrade_in_child
+from memory.migrate import Database, upgrade_in_child
 from memory.store import SqlStorage, open_storage
 
 if TYPE_CHECKING:
@@ -115,6 +117,10 @@ class App:
         self._recovery_stop = asyncio.Event()
         self._models: dict[str, FallbackProvider] = {}  # "llm", "vision": their endpoints
         self.mcp: Any = None  # core.tools.mcp.tools.McpTools, when [mcp] servers are set
+        # Reminders (/remind, /schedule): sent through every channel that can push.
+        self.push_routes = ChannelRoutes()
+        self.reminders: Reminders | None = None
+        self.scheduler: Scheduler | None = None
 
     def health(self) -> dict[str, ChannelHealth]:
         return {channel.name: channel.health() for channel in self.channels}
@@ -178,6 +184,7 @@ class App:
             self._stack.push_async_callback(self.storage.close)
         self.chat_settings = chat_settings = CachedChatSettings(self.storage.chat_settings)
         await chat_settings.warm()  # so "typing" is never shown in a denied group
+        self.reminders = build_reminders(settings, self.storage, chat_settings, self._clock)
         llm = await self._llm()
         self._stack.push_async_callback(llm.close)
         counter = get_counter(settings.context.tokenizer)
@@ -228,6 +235,11 @@ class App:
             usage=UsageCommand(self.storage.usage, admins=admins, limits=limits, clock=self._clock),
             tools=ToolsCommand(mcp),
         )
+        if self.reminders is not None:
+            add_commands(commands, self.reminders, admins)
+            self.scheduler = build_scheduler(
+                settings, self.storage, self.processor, self.push_routes, chat_settings, self._clock
+            )
         quota = QuotaGuard(limits, self.storage.usage, clock=self._clock)
         dispatcher = Dispatcher.from_settings(
             settings,
@@ -260,12 +272,17 @@ class App:
                 self.channels.append(channel)
                 if channel.pushes:  # HTTP answers in its response: nothing to push to
                     self.routes.add(channel)
+                if can_push(channel):  # reminders: also HTTP with a [http] push_url
+                    self.push_routes.add(channel)
                 log.info("channel %s started", spec.name)
                 if console is not None and spec.name == "http":
                     port = getattr(channel, "port", settings.http.port)
                     log.info("web console at http://%s:%s/console", settings.http.host, port)
         recovery = asyncio.create_task(path.recovery.run(self._recovery_stop))
         self._stack.push_async_callback(self._stop_recovery, recovery)
+        if self.scheduler is not None:  # stops with recovery (the same stop event)
+            reminders = asyncio.create_task(self.scheduler.run(self._recovery_stop))
+            self._stack.push_async_callback(self._stop_recovery, reminders)
 
     def _console(self) -> Console | None:
         """The operator's console on the HTTP server, when a password is set for it."""
@@ -404,7 +421,7 @@ class App:
             backend = duckduckgo_backend(tools.search_results, tools.search_timeout_s)
             self._stack.callback(backend.close)
             search = backend
-        registry = default_registry(search, search_enabled=tools.search)
+        registry = default_registry(search, search_enabled=tools.search, reminders=self.reminders)
         if mcp is not None and tools.mode == "markers":
             registry.register(mcp.marker_tool())  # `[Call: server__tool {...}]`
         self._shared.add_tools(registry)

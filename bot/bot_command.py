@@ -42,6 +42,8 @@ USAGE = "\n".join(
         f"/bot wake <word> — one more wake word for this group (at most {WAKE_WORD_MAX_CHARS} "
         "characters); /bot wake -<word> removes it; /bot wake lists them",
         "/bot reset-settings — persona and wake words back to the defaults",
+        "/bot timezone <Zone> — this chat's time zone for reminders (e.g. Asia/Shanghai); "
+        "/bot timezone default — back to [bot] timezone",
     ]
 )
 GROUP_ONLY = "/bot {sub} works in a group. Private chats follow [access] private in the config."
@@ -61,6 +63,7 @@ class BotCommand:
     access: AccessRules
     wake_words: tuple[str, ...]  # the bot's name and `[groups] wake_words`
     rate_limit_per_min: int
+    default_timezone: str = "UTC"  # [bot] timezone: reminders in chats with none of their own
 
     @classmethod
     def from_settings(cls, settings: Settings, chat_settings: CachedChatSettings) -> BotCommand:
@@ -69,6 +72,7 @@ class BotCommand:
             access=AccessRules.from_settings(settings),
             wake_words=(settings.bot.name, *settings.groups.wake_words),
             rate_limit_per_min=settings.bot.rate_limit_per_min,
+            default_timezone=settings.bot.timezone,
         )
 
     async def __call__(self, message: InboundMessage, args: list[str]) -> Reply:
@@ -89,6 +93,8 @@ class BotCommand:
                 return Reply(await self._persona(message, rest_of(message.text)))
             if sub == "wake":
                 return Reply(await self._wake(message, rest_of(message.text)))
+            if sub == "timezone":
+                return Reply(await self._timezone(message, rest_of(message.text)))
             if sub == "reset-settings":
                 await self.chat_settings.reset(*_chat(message), by=message.sender_key)
                 return Reply("Done: this chat's persona and wake words are back to the defaults.")
@@ -155,6 +161,18 @@ class BotCommand:
         done = f"Removed {word}." if removing else f"Added {word}."
         return f"{done} {self._wake_words_line(here)}"
 
+    async def _timezone(self, message: InboundMessage, text: str) -> str:
+        chat = _chat(message)
+        if not text:
+            zone = (await self.chat_settings.get(*chat)).timezone
+            shown = zone or f"{self.default_timezone} ([bot] timezone)"
+            return f"This chat's time zone: {shown}. /bot timezone <Zone> changes it."
+        zone_name = None if text.casefold() == "default" else text
+        here = await self.chat_settings.update(*chat, by=message.sender_key, timezone=zone_name)
+        if here.timezone is None:
+            return f"Done: reminders here use {self.default_timezone} ([bot] timezone)."
+        return f"Done: reminders here use {here.timezone}; those already set keep their zone."
+
     def _wake_words_line(self, here: ChatSettings) -> str:
         own = ", ".join(here.wake_words) or "none"
         return f"Wake words: {', '.join(self.wake_words)} (config); this group's own: {own}."
@@ -176,6 +194,7 @@ class BotCommand:
         if self.access.blocked_users:
             lines.append(f"Blocked users: {len(self.access.blocked_users)} ([access]).")
         lines.append(f'Persona: "{here.persona}".' if here.persona else "Persona: none.")
+        lines.append(f"Time zone: {here.timezone or self.default_timezone + ' ([bot] timezone)'}.")
         limit = self.rate_limit_per_min
         lines.append(
             f"Rate limit: {limit} messages per user per minute (admins exempt)."

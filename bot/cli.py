@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     from bot.usage_cli import add_usage_parser
 
     add_usage_parser(sub)
+    from bot.reminders_cli import add_reminders_parser
+
+    add_reminders_parser(sub)
     return parser
 
 
@@ -111,6 +114,10 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from bot.turns_cli import run_turns_command
 
         return asyncio.run(run_turns_command(args, settings))
+    if args.command == "reminders":
+        from bot.reminders_cli import run_reminders_command
+
+        return asyncio.run(run_reminders_command(args, settings))
     if args.command == "usage":
         from bot.usage_cli import run_usage_command
 

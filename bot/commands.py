@@ -74,8 +74,14 @@ class Commands:
 
     @property
     def names(self) -> list[str]:
-        known = ("help", "reset", "context", "memory", "bot", "usage", "tools")
+        known = (
+            "help", "reset", "context", "memory", "bot", "usage", "tools", "remind", "schedule"
+        )
         return [name for name in known if name in self._handlers]
+
+    def add(self, name: str, handler: Handler) -> None:
+        """One more command (e.g. /remind from bot/remind_command.py)."""
+        self._handlers[name] = handler
 
     async def handle(self, message: InboundMessage) -> Reply:
         name, args = parse_command(message.text)
@@ -102,6 +108,11 @@ class Commands:
             "/context — what my last answer in this chat was built from",
             *(["/usage — the tokens you used today and this month"] if usage else []),
             *(["/tools — the tools from services I can use for you"] if tools else []),
+            *(
+                ["/remind <when> <text> — a reminder; /remind list, /remind cancel <id>"]
+                if "remind" in self._handlers
+                else []
+            ),
             "/help — this list",
         ]
         if self.is_admin(message):
@@ -118,6 +129,8 @@ class Commands:
                 )
             if usage:
                 lines.append("Admin: /usage group (this chat's tokens), /usage top (top spenders).")
+            if "schedule" in self._handlers:
+                lines.append("Admin: /schedule <when> <instruction> — a model turn at that time.")
         return Reply("\n".join(lines))
 
     async def _reset(self, message: InboundMessage, args: list[str]) -> Reply:

@@ -257,6 +257,17 @@ class LimitsConfig(Section):
     global_tokens_per_day: int = Field(0, ge=0)
 
 
+class RemindersConfig(Section):
+    """`/remind` and `/schedule`: limits, and how late a missed occurrence is still sent."""
+
+    enabled: bool = True
+    max_per_user: int = Field(20, ge=0)
+    max_per_chat: int = Field(100, ge=0)
+    min_interval_s: int = Field(60, ge=1)  # the shortest gap between two repeats
+    catch_up_s: float = Field(21600.0, ge=0)  # older occurrences are recorded as missed
+    tick_s: float = Field(1.0, gt=0, le=60)  # how often due reminders are looked for
+
+
 class Settings(BaseSettings):
     """The whole configuration; one instance is built at start and passed down."""
 
@@ -284,6 +295,7 @@ class Settings(BaseSettings):
     links: LinksConfig = LinksConfig()
     documents: DocumentsConfig = DocumentsConfig()
     voice: VoiceConfig = VoiceConfig()
+    reminders: RemindersConfig = RemindersConfig()
 
     @model_validator(mode="after")
     def _telegram_rate_limit_moved(self) -> Settings:

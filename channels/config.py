@@ -111,3 +111,12 @@ class HttpConfig(Section):
     header_timeout_s: float = Field(20.0, gt=0, le=3600)
     body_timeout_s: float = Field(20.0, gt=0, le=3600)
     max_connections: int = Field(512, ge=1, le=100_000)
+    # Reminders and scheduled tasks in HTTP chats are POSTed here (channels/http_push.py).
+    push_url: str | None = None
+
+    @field_validator("push_url")
+    @classmethod
+    def _push_url_is_http(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError('must start with "http://" or "https://"')
+        return value or None

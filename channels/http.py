@@ -31,6 +31,7 @@ from aiohttp import web
 
 from channels.base import ChannelHealth, MessageHandler
 from channels.config import HttpConfig
+from channels.http_push import HttpPush
 from channels.http_server import ConnectionCap, body_deadline, descriptors, fitting_connections
 from channels.web_guard import cross_site_reason
 from core.inject import clean_name
@@ -255,6 +256,8 @@ class HttpChannel:
         self._chat_kind = chat_kind
         self._max_body = max_body_bytes
         self._token = config.token.get_secret_value().encode() if config.token else None
+        # Reminders here go to `[http] push_url` (send() below), when it is set.
+        self.push = HttpPush(config.push_url, self._token) if config.push_url else None
         self._handler: MessageHandler | None = None
         self._runner: web.AppRunner | None = None
         self._listener: asyncio.Server | None = None
@@ -315,6 +318,8 @@ class HttpChannel:
             await listener.wait_closed()
 
     async def send(self, message: OutboundMessage) -> Sent:
+        if self.push is not None and message.reminder_id is not None:
+            return await self.push.send(message)
         # Request/response only: nobody is listening for a message nobody asked for.
         raise DeliveryError("HTTP cannot push a message; the caller retries its request")
 

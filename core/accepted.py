@@ -60,9 +60,15 @@ def restored_message(entry: IntakeEntry, routes: ChannelRoutes | None) -> Inboun
     )
 
 
+# The message id of a scheduled task's turn (core/reminders/scheduler.py): no platform
+# message has it, so its answer quotes nothing.
+SCHEDULED_PREFIX = "schedule:"
+
+
 def reply_for(message: InboundMessage, text: str, *, late: bool) -> OutboundMessage:
     """The reply: in a group (or when it comes late, after a restart) it quotes the message."""
-    quote = message.chat_type is ChatType.GROUP or late
+    scheduled = (message.message_id or "").startswith(SCHEDULED_PREFIX)
+    quote = (message.chat_type is ChatType.GROUP or late) and not scheduled
     return OutboundMessage(
         platform=message.platform,
         chat_id=message.chat_id,

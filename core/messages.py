@@ -100,6 +100,9 @@ class OutboundMessage:
     # A spoken version of `text` (OGG/Opus for Telegram, any format NapCat takes for QQ),
     # sent beside the text; a channel that cannot send audio sends the text alone.
     audio: bytes | None = None
+    # The reminder (or scheduled task) this message delivers, for channels that report
+    # it (the HTTP push body).
+    reminder_id: int | None = None
 
 
 @dataclass(frozen=True)

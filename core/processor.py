@@ -363,7 +363,7 @@ class MessageProcessor:
         try:
             result = await self._tool_loop.run(
                 built.messages,
-                ToolContext.for_message(message, self._store),
+                ToolContext.for_message(message, self._store, inbound=message),
                 preview=stream.show if stream is not None else None,
             )
         except LLMError as exc:

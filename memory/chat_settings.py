@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sqlalchemy import Connection, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -29,7 +30,7 @@ from memory.models import AUTHOR_LEN, ChatSettingsRow, check_key, clean_text, ut
 PERSONA_MAX_CHARS = 500
 WAKE_WORDS_MAX = 10
 WAKE_WORD_MAX_CHARS = 32
-SETTINGS = frozenset({"enabled", "allowed", "persona", "wake_words"})
+SETTINGS = frozenset({"enabled", "allowed", "persona", "wake_words", "timezone"})
 
 
 class ChatSettingsError(ValueError):
@@ -51,6 +52,7 @@ class ChatSettings:
     allowed: bool | None = None
     persona: str = ""
     wake_words: tuple[str, ...] = ()
+    timezone: str | None = None  # /bot timezone: reminders here; None: [bot] timezone
     updated_by: str = ""
     updated_at: datetime | None = None
     id: int | None = None
@@ -103,6 +105,21 @@ def check_wake_words(words: Iterable[object]) -> tuple[str, ...]:
     return tuple(kept.values())
 
 
+def check_timezone(name: object) -> str | None:
+    """An IANA zone name as stored (None: back to `[bot] timezone`)."""
+    if name is None or name == "":
+        return None
+    if not isinstance(name, str) or len(name) > 64:
+        raise ChatSettingsError("the time zone must be an IANA name like Asia/Shanghai")
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ChatSettingsError(
+            f"{name[:64]} is not a time zone I know (use an IANA name like Asia/Shanghai)"
+        ) from None
+    return name
+
+
 def _check_author(by: object) -> str:
     if not isinstance(by, str) or not by.strip() or len(by.strip()) > AUTHOR_LEN:
         raise ChatSettingsError(f"chat settings: `by` must be 1..{AUTHOR_LEN} characters")
@@ -127,6 +144,8 @@ def _checked(changes: Mapping[str, Any]) -> dict[str, Any]:
         values["persona"] = check_persona(changes["persona"])
     if "wake_words" in changes:
         values["wake_words"] = list(check_wake_words(changes["wake_words"]))
+    if "timezone" in changes:
+        values["timezone"] = check_timezone(changes["timezone"])
     return values
 
 
@@ -137,6 +156,7 @@ _COLUMNS = (
     ChatSettingsRow.allowed,
     ChatSettingsRow.persona,
     ChatSettingsRow.wake_words,
+    ChatSettingsRow.timezone,
     ChatSettingsRow.updated_by,
     ChatSettingsRow.updated_at,
     ChatSettingsRow.id,
@@ -151,6 +171,7 @@ def _settings(row: Any) -> ChatSettings:
         allowed=row.allowed,
         persona=row.persona or "",
         wake_words=tuple(row.wake_words or ()),
+        timezone=row.timezone,
         updated_by=row.updated_by or "",
         updated_at=row.updated_at,
         id=row.id,

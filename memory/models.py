@@ -317,6 +317,7 @@ class ChatSettingsRow(Base):
     allowed: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     persona: Mapped[str] = mapped_column(Text, default="")
     wake_words: Mapped[list[str]] = mapped_column(JSON, default=list)
+    timezone: Mapped[str | None] = mapped_column(String(64), nullable=True)  # 0009
     updated_by: Mapped[str] = mapped_column(String(AUTHOR_LEN), default="")
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
@@ -373,3 +374,69 @@ class ToolCallRow(Base):
     user_id: Mapped[str] = mapped_column(String(ID_LEN))
     duration_ms: Mapped[int] = mapped_column(Integer, default=0)
     outcome: Mapped[str] = mapped_column(String(KIND_LEN))
+
+
+# -- reminders and scheduled tasks (migration 0009) --
+
+REMINDER_KINDS = ("remind", "task")
+REMINDER_STATES = ("active", "done", "missed", "cancelled")
+RUN_STATES = ("claimed", "delivered", "late", "missed", "failed", "skipped")
+
+
+class ReminderRow(Base):
+    """A reminder (`/remind`) or a scheduled model turn (`/schedule`) of one person in
+    one chat. `next_due_at` is the occurrence still to come (None once finished); the
+    claim of an occurrence is the conditional UPDATE that moves it on (memory/reminders.py).
+    """
+
+    __tablename__ = "reminders"
+    __table_args__ = (
+        Index("ix_reminders_due", "state", "next_due_at"),
+        Index("ix_reminders_chat", "platform", "chat_id", "id"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(KIND_LEN))
+    platform: Mapped[str] = mapped_column(String(PLATFORM_LEN))
+    chat_id: Mapped[str] = mapped_column(String(ID_LEN))
+    chat_type: Mapped[str] = mapped_column(String(KIND_LEN))
+    thread_id: Mapped[str | None] = mapped_column(String(ID_LEN))
+    owner_id: Mapped[str] = mapped_column(String(ID_LEN))
+    owner_name: Mapped[str] = mapped_column(String(NAME_LEN))
+    origin_message_id: Mapped[str | None] = mapped_column(String(ID_LEN))
+    text: Mapped[str] = mapped_column(Text)
+    rule: Mapped[str] = mapped_column(String(NAME_LEN))
+    zone: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(KIND_LEN))
+    next_due_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    last_due_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    last_outcome: Mapped[str | None] = mapped_column(String(KIND_LEN))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_by: Mapped[str] = mapped_column(String(AUTHOR_LEN), default="")
+
+
+class ReminderRunRow(Base):
+    """One occurrence of a reminder: claimed once (the unique key), then delivered, late,
+    missed, failed or skipped. A `claimed` row whose claimer died is recovery's to finish."""
+
+    __tablename__ = "reminder_runs"
+    __table_args__ = (
+        UniqueConstraint("reminder_id", "due_at"),
+        Index("ix_reminder_runs_state", "state", "id"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    reminder_id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"),
+        ForeignKey("reminders.id", ondelete="CASCADE"),
+    )
+    due_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    state: Mapped[str] = mapped_column(String(KIND_LEN))
+    skipped: Mapped[int] = mapped_column(Integer, default=0)
+    claimed_by: Mapped[str] = mapped_column(String(64))
+    claimed_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    detail: Mapped[str] = mapped_column(Text, default="")

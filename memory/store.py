@@ -32,6 +32,7 @@ from memory.intake import AfterWrite, IntakeConflict, IntakeStore, claim_in, set
 from memory.memories import MemoryRows
 from memory.migrate import Database, head_revision, parse_url, revision_of, upgrade_connection
 from memory.models import NAME_LEN, Chat, TurnRow, check_turn, clean_text, utc
+from memory.reminders import ReminderStore
 from memory.tool_calls import ToolCallStore
 from memory.turn_reads import TurnReads
 from memory.types import (
@@ -71,6 +72,7 @@ class SqlStorage:
         self.chat_settings = ChatSettingsStore(database)  # /bot on|off|allow|persona|wake
         self.usage = UsageStore(database)  # token counters: /usage, quotas, the console
         self.tool_calls = ToolCallStore(database)  # MCP tool calls: usage, the console
+        self.reminders = ReminderStore(database)  # /remind, /schedule (migration 0009)
         self._ids = RowIds(database, cache_size=cache_size)
         self._memory = MemoryRows(database, self._ids)
         self._reads = TurnReads(database, self._ids)

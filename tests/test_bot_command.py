@@ -174,6 +174,7 @@ async def test_status_says_what_applies_here(commands: Commands) -> None:
         "Wake words: chatterd, mochi (config); this group's own: none.",
         "Blocked users: 1 ([access]).",
         "Persona: none.",
+        "Time zone: UTC ([bot] timezone).",
         "Rate limit: 20 messages per user per minute (admins exempt).",
     ]
     await answer(commands, "/bot allow")

@@ -112,14 +112,14 @@ class Console:
 
     def register(self, app: web.Application) -> None:
         """Mount /console (the HTTP channel calls this before it starts serving)."""
-        from bot.console import chats, overview, people, settings
+        from bot.console import chats, overview, people, reminders, settings
 
         sub = web.Application(middlewares=[self._guard])
         sub.router.add_get("/sign-in", self._sign_in_form)
         sub.router.add_post("/sign-in", self._sign_in)
         sub.router.add_post("/sign-out", self._sign_out)
         sub.router.add_get("/static/{name}", self._static)
-        for module in (overview, chats, people, settings):
+        for module in (overview, chats, people, settings, reminders):
             module.add_routes(sub.router, self)
         app.add_subapp(PREFIX, sub)
 

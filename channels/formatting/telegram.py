@@ -61,6 +61,7 @@ class Entity:
     length: int
     url: str | None = None
     language: str | None = None
+    user_id: int | None = None  # a text_mention: the person it names (and notifies)
 
     @property
     def end(self) -> int:
@@ -72,6 +73,8 @@ class Entity:
             data["url"] = self.url
         if self.language is not None:
             data["language"] = self.language
+        if self.user_id is not None:
+            data["user"] = {"id": self.user_id, "is_bot": False, "first_name": "-"}
         return data
 
 

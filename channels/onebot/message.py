@@ -225,6 +225,11 @@ def text_segment(text: str) -> Segment:
     return {"type": "text", "data": {"text": text}}
 
 
+def at_segment(user_id: str) -> Segment:
+    """Addresses one member of a group (QQ shows it as @name and notifies them)."""
+    return {"type": "at", "data": {"qq": user_id}}
+
+
 def reply_segment(message_id: str) -> Segment:
     """The reply id goes back as the implementation gave it (NapCat ids are numbers)."""
     return {"type": "reply", "data": {"id": message_id}}

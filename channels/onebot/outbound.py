@@ -28,7 +28,7 @@ from channels.formatting.split import split_text
 from channels.onebot.actions import ActionFailed, ConnectionLost, OneBotError
 from channels.onebot.connections import ConnectionRegistry, OneBotUnavailable
 from channels.onebot.events import id_param, parse_chat_id
-from channels.onebot.message import Segment, reply_segment, text_segment
+from channels.onebot.message import Segment, at_segment, reply_segment, text_segment
 from channels.onebot.pacing import SendPacer
 from core.messages import DeliveryError, InboundMessage, OutboundMessage, Reply, Sent
 
@@ -56,6 +56,7 @@ class Destination:
     number: str  # the group or QQ number
     reply_to: str | None = None  # quote this message (first piece only)
     temp_group: str | None = None  # a DM to a non-friend opens a temporary session here
+    mention: str | None = None  # @ this member at the start (a reminder in a group)
 
 
 def is_unsupported(exc: ActionFailed) -> bool:
@@ -116,7 +117,8 @@ class Outbound:
         except ValueError as exc:
             raise DeliveryError(f"onebot: {exc}", permanent=True) from None
         reply_to = message.reply_to_message_id if kind == "group" else None
-        destination = Destination(kind, number, reply_to=reply_to)
+        mention = message.mention_user_id if kind == "group" else None
+        destination = Destination(kind, number, reply_to=reply_to, mention=mention)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._send_wait_s
         while True:
@@ -184,7 +186,7 @@ class Outbound:
         was sent (so the whole reply may be retried)."""
         if markdown and text.strip():
             text = render_plain(text, self._parser)
-        if self._forward_over and len(text) > self._forward_over:
+        if self._forward_over and len(text) > self._forward_over and not destination.mention:
             sent = await self._as_forward(account, destination, text)
             if sent is not None:
                 return sent
@@ -197,6 +199,9 @@ class Outbound:
             segments: list[Segment] = []
             if index == 0 and destination.reply_to:
                 segments.append(reply_segment(destination.reply_to))
+            if index == 0 and destination.mention:
+                segments.append(at_segment(destination.mention))
+                piece = f" {piece}"
             segments.append(text_segment(piece))
             action, params = _message_params(destination, segments)
             try:

@@ -42,7 +42,7 @@ from channels.telegram.inbound import (
     Skip,
     normalise,
 )
-from channels.telegram.outbound import TelegramSender
+from channels.telegram.outbound import TelegramSender, with_mention
 from channels.telegram.pacing import AsyncioClock, ChatPacer, Clock, is_group
 from channels.telegram.polling import PollMonitor, PollSupervisor
 from channels.telegram.presence import AckReaction, Presence
@@ -221,10 +221,11 @@ class TelegramChannel:
             target = target_of(message)
         except ValueError:
             raise DeliveryError("telegram: not a chat id", permanent=True) from None
+        pieces = final_pieces(message.text)
+        if message.mention_user_id and is_group(target.chat_id) and pieces:
+            pieces = [with_mention(pieces[0], message.mention_user_id), *pieces[1:]]
         try:
-            ids = await complete(
-                self._sender, target, final_pieces(message.text), recorded(message.resume)
-            )
+            ids = await complete(self._sender, target, pieces, recorded(message.resume))
         except TelegramError as exc:
             # Blocked by the user, removed from the group, a chat that does not exist:
             # sending again on the next sweep would only fail again.

@@ -16,15 +16,15 @@ import datetime as dt
 import logging
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from telegram import Bot, InputFile, MessageEntity, ReplyParameters
+from telegram import Bot, InputFile, MessageEntity, ReplyParameters, User
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError
 from telegram.warnings import PTBDeprecationWarning
 
 from channels.formatting.split import split_text
-from channels.formatting.telegram import FormattedText
+from channels.formatting.telegram import Entity, FormattedText, utf16_length
 from channels.telegram.pacing import ChatPacer
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,26 @@ def split_for_telegram(text: str, limit: int = MESSAGE_LIMIT) -> list[str]:
         else:  # at most two units per code point, so half the limit always fits
             pieces.extend(split_text(piece, limit // 2))
     return pieces
+
+
+def with_mention(piece: FormattedText, user_id: str) -> FormattedText:
+    """`piece` with its first word (a reminder's ⏰) as a text_mention of `user_id`, so
+    Telegram notifies that person of a message nobody in the group asked for just now."""
+    if not user_id.lstrip("-").isdigit() or not piece.text.strip():
+        return piece
+    word = piece.text.split(maxsplit=1)[0]
+    start = piece.text.index(word)
+    mention = Entity(
+        "text_mention", utf16_length(piece.text[:start]), utf16_length(word), user_id=int(user_id)
+    )
+    if any(entity.offset < mention.end for entity in piece.entities):
+        return piece  # the first word is formatted already: leave it as it is
+    return FormattedText(piece.text, (mention, *piece.entities))
+
+
+def _bot_api_entity(data: dict[str, Any]) -> MessageEntity:
+    user = data.pop("user", None)
+    return MessageEntity(**data, user=User(**user) if user is not None else None)
 
 
 def retry_after_seconds(exc: RetryAfter) -> float:
@@ -227,7 +247,7 @@ class TelegramSender:
     ) -> T:
         """`call` with the piece's entities; if Telegram refuses the request and there
         were entities, the same text once more without them."""
-        entities = [MessageEntity(**entity.to_bot_api()) for entity in piece.entities]
+        entities = [_bot_api_entity(entity.to_bot_api()) for entity in piece.entities]
         try:
             return await self._request(chat_id, lambda: call(entities or None), once, paced)
         except BadRequest as exc:

@@ -18,7 +18,7 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from core.context.escaping import escape_attr, escape_text
 from core.context.history_views import turn_message
@@ -33,10 +33,14 @@ from core.tools.registry import (
     ToolContext,
     ToolRegistry,
 )
+from core.tools.remind import remind_tool
 from core.tools.search import SearchBackend, search_tool
 from core.tools.source import ToolSource
 from core.usage.meter import ModelCall, UsageMeter, UsageSubject
 from memory.types import Role, TurnKind
+
+if TYPE_CHECKING:
+    from core.reminders.service import Reminders
 
 log = logging.getLogger(__name__)
 
@@ -387,14 +391,21 @@ class ToolLoop:
 
 
 def default_registry(
-    search: SearchBackend | None, *, search_enabled: bool = True, memory_enabled: bool = True
+    search: SearchBackend | None,
+    *,
+    search_enabled: bool = True,
+    memory_enabled: bool = True,
+    reminders: Reminders | None = None,
 ) -> ToolRegistry:
-    """Search (when a backend is given and enabled), Remember and Forget."""
+    """Search (when a backend is given and enabled), Remember and Forget, and Remind
+    (when the daemon keeps reminders)."""
     tools = []
     if search is not None:
         tools.append(search_tool(search, enabled=search_enabled))
     tools.append(remember_tool(enabled=memory_enabled))
     tools.append(forget_tool(enabled=memory_enabled))
+    if reminders is not None:
+        tools.append(remind_tool(reminders))
     return ToolRegistry(tools)
 
 

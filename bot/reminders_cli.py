@@ -1,0 +1,74 @@
+"""`chatterd reminders list [--chat platform:chat_id] [--all]` and `chatterd reminders cancel <id>`.
+
+For the operator at the machine: the same rows `/remind list` reads (memory/reminders.py),
+every chat at once, and cancelling any of them, as an admin would in the chat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.config import Settings
+from core.reminders.service import list_line
+
+CHAT = re.compile(r"^(telegram|qq|http|console):(\S+)$")
+OPERATOR = "cli"
+
+
+def _chat(text: str) -> tuple[str, str]:
+    found = CHAT.match(text)
+    if found is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not platform:chat_id (e.g. qq:group:123)")
+    return found.group(1), found.group(2)
+
+
+def add_reminders_parser(sub: Any) -> None:
+    reminders = sub.add_parser("reminders", help="reminders and scheduled tasks (/remind)")
+    actions = reminders.add_subparsers(dest="reminders_command", required=True)
+    listing = actions.add_parser("list", help="active and missed reminders, oldest first")
+    listing.add_argument("--chat", type=_chat, metavar="PLATFORM:CHAT_ID", help="only this chat")
+    listing.add_argument(
+        "--all", action="store_true", help="also finished and cancelled ones (the newest 200)"
+    )
+    cancel = actions.add_parser("cancel", help="cancel a reminder by its id")
+    cancel.add_argument("id", help="the id /remind list shows (12 or #12)")
+
+
+async def run_reminders_command(args: argparse.Namespace, settings: Settings) -> int:
+    from memory.store import open_storage
+
+    store = await open_storage(settings.storage.url)
+    try:
+        if args.reminders_command == "cancel":
+            number = args.id.lstrip("#")
+            if not number.isdigit():
+                print(f"chatterd reminders: {args.id!r} is not a reminder id", file=sys.stderr)
+                return 2
+            found = await store.reminders.get(int(number))
+            if found is None or not await store.reminders.cancel(int(number), by=OPERATOR):
+                print(f"chatterd reminders: no active reminder #{number}", file=sys.stderr)
+                return 1
+            print(f"cancelled #{number} in {found.chat_key}: {found.text}")
+            return 0
+        platform, chat_id = args.chat if args.chat else (None, None)
+        states = ("active", "missed", "done", "cancelled") if args.all else ("active", "missed")
+        found_all = await store.reminders.listing(
+            platform=platform, chat_id=chat_id, states=states, limit=200
+        )
+    finally:
+        await store.close()
+    if not found_all:
+        print("no reminders")
+        return 0
+    now = datetime.now(UTC)
+    for reminder in found_all:
+        if reminder.state in ("active", "missed"):
+            line = list_line(reminder, now, show_owner=True)
+        else:
+            line = f"#{reminder.id} {reminder.state} ({reminder.rule}): {reminder.text}"
+        print(f"{reminder.chat_key}  {line}")
+    return 0

@@ -1,0 +1,134 @@
+"""The reminders' wiring: the service, the scheduler and its gate, built from Settings.
+
+Why a module of its own: bot/app.py stays the one composition root with a few lines for
+reminders, and the rules that need the daemon's policy (bot/access.py: a blocked owner,
+a group switched off or denied gets nothing) are decided here, once, for the scheduler.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+
+from bot.access import AccessRules
+from bot.commands import Commands
+from bot.config import Settings
+from bot.remind_command import RemindCommand
+from core.delivery import ChannelRoutes, Outbox
+from core.messages import ChatType, InboundMessage
+from core.processor import MessageProcessor, ShuttingDown
+from core.reminders.scheduler import Gate, Lock, Scheduler, SchedulerOptions
+from core.reminders.service import ReminderLimits, Reminders
+from memory.chat_settings_cache import CachedChatSettings
+from memory.reminders import Reminder
+from memory.store import SqlStorage
+
+Clock = Callable[[], datetime]
+
+
+def can_push(channel: object) -> bool:
+    """A started channel that takes messages nobody asked for (HTTP only with a push_url)."""
+    return bool(getattr(channel, "pushes", False) or getattr(channel, "push", None) is not None)
+
+
+def build_reminders(
+    settings: Settings, storage: SqlStorage, chat_settings: CachedChatSettings, clock: Clock
+) -> Reminders | None:
+    config = settings.reminders
+    if not config.enabled:
+        return None
+
+    async def zone_of(platform: str, chat_id: str) -> str | None:
+        return (await chat_settings.get(platform, chat_id)).timezone
+
+    push_url = settings.http.push_url
+    return Reminders(
+        storage.reminders,
+        default_zone=settings.bot.timezone,
+        limits=ReminderLimits(
+            max_per_user=config.max_per_user,
+            max_per_chat=config.max_per_chat,
+            min_interval_s=config.min_interval_s,
+            catch_up_s=config.catch_up_s,
+        ),
+        zone_of=zone_of,
+        can_reach=lambda platform: platform != "http" or push_url is not None,
+        clock=clock,
+    )
+
+
+def add_commands(commands: Commands, reminders: Reminders, admins: frozenset[str]) -> None:
+    command = RemindCommand(reminders, admins)
+    commands.add("remind", command.remind)
+    commands.add("schedule", command.schedule)
+
+
+def delivery_gate(settings: Settings, chat_settings: CachedChatSettings) -> Gate:
+    """Why a reminder is not delivered now (None: deliver): the owner blocked, the group
+    switched off (/bot off) or not served, a private chat the config closed."""
+    access = AccessRules.from_settings(settings)
+
+    async def gate(reminder: Reminder) -> str | None:
+        here = await chat_settings.get(reminder.platform, reminder.chat_id)
+        owner = InboundMessage(
+            platform=reminder.platform,
+            chat_id=reminder.chat_id,
+            chat_type=ChatType(reminder.chat_type),
+            sender_id=reminder.owner_id,
+            sender_name=reminder.owner_name,
+            text="",
+        )
+        if reminder.chat_type == ChatType.GROUP.value and not here.enabled:
+            return "the group is switched off (/bot off)"
+        admission = access.admit(owner, here, command=False)
+        return None if admission.serve else admission.why
+
+    return gate
+
+
+def build_scheduler(
+    settings: Settings,
+    storage: SqlStorage,
+    processor: MessageProcessor,
+    push_routes: ChannelRoutes,
+    chat_settings: CachedChatSettings,
+    clock: Clock,
+) -> Scheduler:
+    outbox = Outbox(push_routes, storage.intake)
+
+    async def run_task(message: InboundMessage) -> str | None:
+        try:
+            return await processor.handle(message)
+        except ShuttingDown:
+            return None  # accepted: the intake's recovery answers it after the restart
+
+    async def task_outcome(message: InboundMessage) -> str | None:
+        assert message.message_id is not None
+        entry = await storage.intake.by_message(
+            message.platform, message.chat_id, message.message_id
+        )
+        return entry.state if entry is not None else None
+
+    database = storage.database
+    lock: Lock | None = None
+    if storage.dialect == "postgresql":  # the sender holds it while it sends (see scheduler)
+
+        def lock(key: int) -> AbstractAsyncContextManager[bool]:
+            return database.advisory_lock(key, wait=False)
+
+    config = settings.reminders
+    return Scheduler(
+        storage.reminders,
+        send=outbox.send_proactive,
+        run_task=run_task,
+        task_outcome=task_outcome,
+        gate=delivery_gate(settings, chat_settings),
+        options=SchedulerOptions(catch_up_s=config.catch_up_s, tick_s=config.tick_s),
+        clock=clock,
+        lock=lock,
+        worker_id=f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
+    )

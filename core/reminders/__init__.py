@@ -1,0 +1,1 @@
+"""Reminders and scheduled tasks: `<when>` parsing, setting and listing, the scheduler."""

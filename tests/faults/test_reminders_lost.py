@@ -1,0 +1,144 @@
+"""Reminders across SIGKILL and replicas: the real `chatterd run` process, killed.
+
+A reminder due while the daemon was dead is delivered once after the restart, marked
+late with its due time; two replicas on PostgreSQL with a repeating reminder, one of
+them killed half-way, send every occurrence once and none twice. The fakes (Telegram,
+the model) run in the test process; the count is taken from what the fake Bot API was
+sent and from the occurrences stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from memory.migrate import Database, parse_url
+from memory.reminders import ReminderStore, Run
+from tests.fakes.telegram_server import entity, group_chat, private_chat
+from tests.faults.daemon import Daemon
+from tests.faults.test_nothing_lost import PEOPLE, Harness
+
+pytestmark = pytest.mark.faults
+
+EXTRA = {
+    "CHATTERD_BOT__TIMEZONE": "Europe/Berlin",
+    "CHATTERD_REMINDERS__MIN_INTERVAL_S": "5",
+    "CHATTERD_REMINDERS__TICK_S": "0.2",
+}
+GROUP = group_chat(-100700, "Stand-up")
+
+
+@pytest.fixture
+async def harness(tmp_path: Path, database_url: str) -> AsyncIterator[Harness]:
+    async with Harness(tmp_path, database_url) as h:
+        yield h
+
+
+def command(harness: Harness, chat: dict, text: str) -> None:
+    who = PEOPLE[0]
+    harness.tg.push_message(chat, who, text, entities=[entity("bot_command", text, "/remind")])
+
+
+def reminder_texts(harness: Harness, chat_id: int) -> list[str]:
+    return [
+        str(s["text"])
+        for s in harness.tg.sent
+        if int(s["chat_id"]) == chat_id
+        and str(s["text"]).startswith("⏰ ")
+        and not str(s["text"]).startswith("⏰ #")  # the confirmation
+    ]
+
+
+async def runs(database_url: str, reminder_id: int) -> list[Run]:
+    database = Database(parse_url(database_url))
+    try:
+        return await ReminderStore(database).runs_of(reminder_id)
+    finally:
+        await database.close()
+
+
+async def until(condition: object, daemons: list[Daemon], within_s: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within_s
+    while not condition():  # type: ignore[operator]
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("\n".join(d.log()[-4000:] for d in daemons))
+        await asyncio.sleep(0.1)
+
+
+async def test_sigkill_before_it_is_due_then_restart_delivers_it_once_late(
+    harness: Harness, database_url: str
+) -> None:
+    alice = PEOPLE[0]
+    chat = private_chat(alice)
+    first = await harness.daemon(EXTRA)
+    command(harness, chat, "/remind in 3s take the cake out")
+    sent = await harness.tg.wait_for("sendMessage", 1, within_s=15)
+    assert str(sent[0].params["text"]).startswith("⏰ #1 set for")
+    first.kill()
+    await first.wait()
+    await asyncio.sleep(4)  # it falls due while nothing runs
+    second = await harness.daemon(EXTRA)
+    await until(lambda: reminder_texts(harness, alice["id"]), [first, second])
+    await second.terminate()  # drains: the run is marked before it exits
+    (finished,) = await runs(database_url, 1)
+    (text,) = reminder_texts(harness, alice["id"])
+    assert finished.state == "late"
+    assert text.startswith("⏰ take the cake out\n(late: it was due at ")
+    assert "(Europe/Berlin, UTC+0" in text  # +01:00 in winter, +02:00 in summer
+
+
+async def test_sigkill_while_the_reminder_is_being_sent_delivers_it_once_late(
+    harness: Harness, database_url: str
+) -> None:
+    """Claimed, at the platform's door, never accepted: the next process sends it."""
+    alice = PEOPLE[1]
+    chat = private_chat(alice)
+    first = await harness.daemon(EXTRA)
+    command(harness, chat, "/remind in 2s feed the cat")
+    await harness.tg.wait_for("sendMessage", 1, within_s=15)
+    harness.tg.hold_sends()
+    await harness.tg.wait_for("sendMessage", 2, within_s=15)  # the reminder, held
+    first.kill()
+    await first.wait()
+    harness.tg.release_sends()  # the platform never accepted it: its sender is gone
+    (claimed,) = await runs(database_url, 1)
+    assert claimed.state == "claimed"
+    second = await harness.daemon(EXTRA)
+    await until(lambda: reminder_texts(harness, alice["id"]), [first, second])
+    await second.terminate()
+    (text,) = reminder_texts(harness, alice["id"])
+    assert text.startswith("⏰ feed the cat\n(late: it was due at ")
+    (finished,) = await runs(database_url, 1)
+    assert finished.state == "late"
+
+
+async def test_two_replicas_send_every_occurrence_of_a_repeat_once_with_one_killed(
+    harness: Harness, database_url: str
+) -> None:
+    if not database_url.startswith("postgresql"):
+        pytest.skip("replicas share a PostgreSQL database")
+    a = await harness.daemon(EXTRA)
+    command(harness, GROUP, "/remind every 5s stand up")
+    await harness.tg.wait_for("sendMessage", 1, within_s=15)
+    b = await harness.daemon(EXTRA)  # after the command: one of them takes each update
+    await until(lambda: len(reminder_texts(harness, GROUP["id"])) >= 3, [a, b], 40)
+    a.kill()
+    await a.wait()
+    seen = len(reminder_texts(harness, GROUP["id"]))
+    await until(lambda: len(reminder_texts(harness, GROUP["id"])) >= seen + 3, [b], 40)
+    await b.terminate()
+    texts = reminder_texts(harness, GROUP["id"])
+    stored = await runs(database_url, 1)
+    sent_runs = [r for r in stored if r.state in ("delivered", "late")]
+    # one message per settled occurrence, and every stored occurrence settled
+    assert len(texts) == len(sent_runs) == len(stored), [(r.due_at, r.state) for r in stored]
+    dues = [r.due_at for r in stored]
+    assert dues == sorted(set(dues))
+    gaps = {later - earlier for earlier, later in zip(dues, dues[1:], strict=False)}
+    assert gaps == {timedelta(seconds=5)}  # none skipped, none twice
+    assert all(t.splitlines()[0] == "⏰ stand up" for t in texts)
+    assert len({r.claimed_by for r in stored}) == 2  # both replicas sent some
