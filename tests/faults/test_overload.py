@@ -144,7 +144,7 @@ async def test_two_replicas_under_a_burst_answer_each_message_once(
             log = tmp_path / f"replica-{index}.log"
             daemon = Daemon(env, log, int(env["CHATTERD_HTTP__PORT"]))
             daemons.append(daemon)
-            await daemon.start()
+            await daemon.start(within_s=90)  # two daemons starting on a busy machine
         link = await impl.connect_reverse(f"ws://127.0.0.1:{onebot_port}/onebot/v11/ws")
 
         burst = Burst()
