@@ -123,8 +123,8 @@ class ServerLink:
                 raise  # the server's answer did not validate: not a dead connection
             except Exception as exc:  # closed or broken streams, pipes, HTTP transport errors
                 if attempt == 2:
-                    raise ServerDown(_short(exc)) from exc
-                reason = _short(exc)
+                    raise ServerDown(short_error(exc)) from exc
+                reason = short_error(exc)
             log.info("mcp server %s: call failed (%s); reconnecting", self.name, reason)
             settled = self._settled
             self._reconnect(generation)
@@ -154,7 +154,7 @@ class ServerLink:
                     delay = 1.0
                     await self._serve()
             except Exception as exc:  # noqa: BLE001 - a server's failure never ends the daemon
-                self.error = _short(exc)
+                self.error = short_error(exc)
                 log.warning("mcp server %s is down: %s", self.name, self.error)
             finally:
                 self._session = None
@@ -207,7 +207,9 @@ class ServerLink:
                     async with asyncio.timeout(min(10.0, self._connect_timeout)):
                         await session.send_ping()
                 except Exception as exc:  # noqa: BLE001
-                    log.info("mcp server %s did not answer a ping (%s)", self.name, _short(exc))
+                    log.info(
+                        "mcp server %s did not answer a ping (%s)", self.name, short_error(exc)
+                    )
                     return
                 continue
             return
@@ -277,7 +279,7 @@ def _session_gone(exc: MCPError) -> bool:
     return "session" in text and any(w in text for w in ("not found", "terminated", "expired"))
 
 
-def _short(exc: BaseException) -> str:
+def short_error(exc: BaseException) -> str:
     """One line about a failure, from inside exception groups too; never a header."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]

@@ -32,7 +32,7 @@ from core.tools.mcp.offer import (
 )
 from core.tools.mcp.permission import Sender
 from core.tools.mcp.render import bound, render_result
-from core.tools.mcp.session import ServerDown, ServerLink, _short
+from core.tools.mcp.session import ServerDown, ServerLink, short_error
 from core.tools.registry import Observation, Tool, ToolCall, ToolContext
 
 log = logging.getLogger(__name__)
@@ -192,8 +192,8 @@ class McpTools:
                 raise  # our own turn is being cancelled: not the tool's failure
             outcome, text = "cancelled", "The tool call was cancelled before it finished."
         except Exception as exc:  # noqa: BLE001 - a tool never crashes the turn
-            log.warning("mcp tool %s failed: %s", entry.name, _short(exc))
-            outcome, text = "error", f"The tool failed: {_short(exc)}"
+            log.warning("mcp tool %s failed: %s", entry.name, short_error(exc))
+            outcome, text = "error", f"The tool failed: {short_error(exc)}"
         else:
             text = render_result(result, self._config.max_result_chars)
             if getattr(result, "is_error", False):
