@@ -96,8 +96,15 @@ async def test_an_operator_session_in_chromium(
 ) -> None:
     telegram = {"enabled": True, "token": tg.token, "api_base_url": tg.root, "poll_stall_s": 3.0}
     small = {"context_window": 1000, "reply_tokens": 200}
+    # the 1000-token window is sized for the built-in tools the test was written with
     settings = console_settings(
-        tmp_path, database_url, model, telegram=telegram, llm=small, context={"compaction": False}
+        tmp_path,
+        database_url,
+        model,
+        telegram=telegram,
+        llm=small,
+        context={"compaction": False},
+        links={"read_tool": False},
     )
     async with running(settings) as run, async_playwright() as driver:
         for question in ("what should we drink?", "and with it?", "who comes?", "when?"):

@@ -260,3 +260,34 @@ async def test_shared_material_stays_within_the_window(
             sent = last_user_text(model.requests[-1].json) or ""
     assert "Paragraph 0" in sent and "cut to fit the context window" in sent
     assert len(sent) < 1024 * 2  # about a third of the window, in characters
+
+
+async def test_telegram_group_mention_with_a_link_end_to_end(
+    tmp_path: Path, database_url: str, pages: PageServer
+) -> None:
+    import io
+
+    from bot.app import App
+    from bot.registry import ChannelDeps
+    from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, user
+
+    bot, alice, group = "chatterd_test_bot", user(1001, "Alice"), group_chat(-100900, "News")
+    url = f"http://{NEWS}:{pages.port}/article"
+    async with FakeOpenAI("It reopened on Monday.") as model, FakeTelegram(username=bot) as tg:
+        telegram = {"enabled": True, "token": tg.token, "api_base_url": tg.root}
+        settings = settings_for(
+            tmp_path, database_url, model, telegram=telegram, links={"allow_hosts": [NEWS]}
+        )
+        deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")
+        seams = Seams(links_resolver=resolver())
+        async with App(settings, mode="run", deps=deps, seams=seams):
+            chatter = f"http://{NEWS}:{pages.port}/notes.txt just people chatting"
+            tg.push_message(group, alice, chatter)  # not addressed: never fetched
+            text = f"@{bot} what does this say? {url}"
+            tg.push_message(group, alice, text, entities=[entity("mention", text, f"@{bot}")])
+            (sent,) = await tg.wait_for("sendMessage")
+    assert sent.params["text"] == "It reopened on Monday."
+    assert len(model.requests) == 1
+    last = last_user_text(model.requests[0].json) or ""
+    assert "(Link 1: Bridge reopens — " in last and ARTICLE_SENTENCE in last
+    assert pages.hits == ["article"]  # the unaddressed message's link was never fetched
