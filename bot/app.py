@@ -224,8 +224,7 @@ class App:
                 await channel.start(dispatcher)
                 self._stack.push_async_callback(channel.stop)
                 self.channels.append(channel)
-                if channel.pushes:  # HTTP answers in its response: nothing to push to
-                    self.routes.add(channel)
+                self.routes.add(channel)  # the one door out sends through every channel
                 log.info("channel %s started", spec.name)
                 if console is not None and spec.name == "http":
                     port = getattr(channel, "port", settings.http.port)

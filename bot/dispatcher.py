@@ -8,6 +8,11 @@ group's own wake words), and is its sender over the per-user rate limit
 (`[bot] rate_limit_per_min`, core/ratelimit.py) or, for a message for the model, over a
 daily token quota (`[limits]`, core/usage/quota.py). Untriggered group messages are kept as
 context and never count against either.
+
+Nothing goes back up to the channel: every answer (the model's reply, a command's
+answer, a notice, an apology) leaves through the one door out, core/delivery.py.
+Commands keep returning their `Reply`; `_answer` is the one place it becomes an
+outbound message.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ import logging
 from bot.access import AccessRules
 from bot.commands import Commands
 from bot.config import Settings
-from core.messages import ChatType, InboundMessage, Reply
+from core.accepted import notice_for
+from core.delivery import Outbox
+from core.messages import ChatType, InboundMessage, Reply, TryLater
 from core.processor import GENERIC_APOLOGY, MessageProcessor, ShuttingDown
 from core.ratelimit import RATE_NOTICE, RateDecision, RateLimiter
 from core.triggers import TriggerPolicy, is_command
@@ -48,11 +55,13 @@ class Dispatcher:
         access: AccessRules | None = None,
         chat_settings: CachedChatSettings | None = None,
         quota: QuotaGuard | None = None,
+        outbox: Outbox | None = None,
     ) -> None:
-        """`limiter` counts answered messages per sender (None: no limit); `quota` checks
-        the daily token allowances (None: none); admins (`commands.is_admin`) and the
-        console are exempt from both. `access` decides where the bot serves (None:
-        everywhere), with each group's `chat_settings` (None: defaults)."""
+        """`outbox` is where answers go out (None: the processor's). `limiter` counts
+        answered messages per sender (None: no limit); `quota` checks the daily token
+        allowances (None: none); admins (`commands.is_admin`) and the console are exempt
+        from both. `access` decides where the bot serves (None: everywhere), with each
+        group's `chat_settings` (None: defaults)."""
         self._processor = processor
         self._commands = commands
         self._policy = policy
@@ -61,6 +70,7 @@ class Dispatcher:
         self._access = access
         self._chat_settings = chat_settings
         self._quota = quota
+        self._outbox = outbox
 
     @classmethod
     def from_settings(
@@ -91,14 +101,28 @@ class Dispatcher:
         """The one trigger policy; a channel may ask it early (Telegram: show "typing")."""
         return self._policy
 
-    async def __call__(self, message: InboundMessage) -> Reply | None:
+    async def __call__(self, message: InboundMessage) -> None:
+        """Answer `message` (or not) through the outbox. Raises only TryLater: the
+        message is kept and answered after the restart."""
         try:
-            return await self._dispatch(message)
+            reply = await self._dispatch(message)
+        except TryLater:
+            raise
         except Exception:
             log.exception("turn failed in %s", message.chat_key)
-            return Reply(GENERIC_APOLOGY)
+            reply = Reply(GENERIC_APOLOGY)
+        if reply is not None:
+            await self._answer(message, reply)
+
+    async def _answer(self, message: InboundMessage, reply: Reply) -> None:
+        """The one place a command's `Reply` (or a notice) becomes an outbound message."""
+        if not reply.text.strip():
+            return
+        outbox = self._outbox or self._processor.outbox
+        await outbox.tell(notice_for(message, reply.text, private=reply.private))
 
     async def _dispatch(self, message: InboundMessage) -> Reply | None:
+        """The ladder: a Reply to send back, or None (answered already, or silence)."""
         if not message.text.strip() and not message.images:
             return None
         command = is_command(message.text)
@@ -125,10 +149,10 @@ class Dispatcher:
         if not quota.allowed:
             return Reply(quota.notice) if quota.notice else None
         try:
-            text = await self._processor.handle(message)
+            await self._processor.handle(message)
         except ShuttingDown:
-            return Reply("", retry_after_s=RETRY_AFTER_S)
-        return Reply(text) if text else None
+            raise TryLater(RETRY_AFTER_S) from None
+        return None
 
     def addressed(self, message: InboundMessage) -> bool:
         """Will this message be answered? Without waiting, from what is known now (a

@@ -31,7 +31,6 @@ from memory.types import (
     NewTurn,
     Turn,
     TurnKind,
-    TurnState,
 )
 
 log = logging.getLogger(__name__)
@@ -100,13 +99,17 @@ class MessageProcessor:
         self._closing = False
         self._last_reports: LRUCache[str, ContextReport] = LRUCache(maxsize=REPORTS_KEPT)
 
-    async def handle(self, message: InboundMessage) -> str | None:
-        """Accept one triggered message and answer it.
+    @property
+    def outbox(self) -> Outbox:
+        """The one door out: the dispatcher sends command answers and notices here too."""
+        return self._outbox
 
-        Returns the reply text when the caller must deliver it (a channel the core
-        cannot send through, such as HTTP); None when it was delivered here, or is a
-        duplicate delivery of a message handled elsewhere. Raises ShuttingDown during a
-        drain: the message is stored and answered after the restart.
+    async def handle(self, message: InboundMessage) -> None:
+        """Accept one triggered message and answer it through the outbox.
+
+        A duplicate delivery of a message handled elsewhere is not answered again (a
+        retried HTTP request is sent the first try's reply). Raises ShuttingDown during
+        a drain: the message is stored and answered after the restart.
         """
         place = self._serial.reserve(message.chat_key)  # arrival order, before any await
         try:
@@ -119,7 +122,7 @@ class MessageProcessor:
             if entry is None:
                 return await self._duplicate(message)
             raise ShuttingDown
-        return await self._run(entry, message, place, late=False)
+        await self._run(entry, message, place, late=False)
 
     def is_busy(self, chat_key: str) -> bool:
         """Accepted messages of this chat are in flight (or queued) in this process."""
@@ -156,11 +159,7 @@ class MessageProcessor:
 
     async def redeliver(self, entry: IntakeEntry) -> bool:
         """Recovery: send an `answered` reply that never went out. False: skipped."""
-        if (
-            self._closing
-            or self.is_busy(entry.chat_key)
-            or not self._outbox.delivers(entry.platform)
-        ):
+        if self._closing or self.is_busy(entry.chat_key) or not self._outbox.pushes(entry.platform):
             return False
         if entry.reply_turn_id is None:
             return False
@@ -176,10 +175,10 @@ class MessageProcessor:
             resumed = replace(outbound, resume=fresh.delivery or None)
             return await self._outbox.deliver(entry.id, resumed)
 
-    async def _duplicate(self, message: InboundMessage) -> str | None:
-        """A re-delivered message: nothing new is answered. A caller that must deliver the
-        reply itself (HTTP retry) waits for the first try's stored reply."""
-        if self._outbox.delivers(message.platform) or message.message_id is None:
+    async def _duplicate(self, message: InboundMessage) -> None:
+        """A re-delivered message: nothing new is answered. Where a reply whose request
+        is gone cannot be pushed (HTTP), the retry is sent the first try's stored reply."""
+        if self._outbox.pushes(message.platform) or message.message_id is None:
             log.info(
                 "duplicate delivery of %s message %s ignored", message.chat_key, message.message_id
             )
@@ -195,8 +194,9 @@ class MessageProcessor:
             if entry.state in ("answered", "delivered") and entry.reply_turn_id is not None:
                 reply = await self._store.turn_content(entry.reply_turn_id)
                 if reply is not None:
-                    await self._store.intake.move(entry.id, "delivered", expected=["answered"])
-                    return reply.content
+                    again = reply_for(message, reply.content, late=False)
+                    await self._outbox.deliver(entry.id, again)
+                    return None
             if self._closing:
                 raise ShuttingDown
             if asyncio.get_running_loop().time() > deadline:
@@ -212,7 +212,7 @@ class MessageProcessor:
         *,
         late: bool,
         locked: bool = False,
-    ) -> str | None:
+    ) -> None:
         async with self._tasks.track(), place:
             if locked:
                 return await self._answer_entry(entry, message, late)
@@ -241,9 +241,7 @@ class MessageProcessor:
             )
         return cancelled
 
-    async def _answer_entry(
-        self, entry: IntakeEntry, message: InboundMessage, late: bool
-    ) -> str | None:
+    async def _answer_entry(self, entry: IntakeEntry, message: InboundMessage, late: bool) -> None:
         """Under the chat's lock: ask the model, then store the user turn, the tool turns
         and the reply in the transaction that settles the intake row, and send.
 
@@ -297,16 +295,11 @@ class MessageProcessor:
             log.warning("model call failed for %s: %s (%s)", message.chat_key, exc.kind, exc)
             apology = APOLOGY.get(exc.kind, GENERIC_APOLOGY)
             return await self._apologise(entry, message, user_turn, apology, stream)
-        delivers = self._outbox.delivers(message.platform)
-        # HTTP: the response is the delivery; a recovered one waits for the caller's retry.
-        final: TurnState = "delivered" if not delivers and not late else "answered"
         turns = [user_turn, *(self._bot_turn(message, draft) for draft in result.drafts())]
-        if not await self._store.settle(entry.id, turns, final):
+        if not await self._store.settle(entry.id, turns, "answered"):
             return None
         # What fell out of this context: the oldest turns of the history it was given.
         self._maybe_compact(message, found.history[: built.report.history_dropped], found.summary)
-        if not delivers:
-            return None if late else result.reply
         await self._outbox.deliver(entry.id, reply_for(message, result.reply, late=late), stream)
         return None
 
@@ -317,13 +310,11 @@ class MessageProcessor:
         user_turn: NewTurn,
         text: str,
         stream: ReplyStream | None,
-    ) -> str | None:
+    ) -> None:
         """A model failure: the user turn is kept, the message is `failed` (not retried
         later), and the user is told so (in place of any preview already shown)."""
         if not await self._store.settle(entry.id, [user_turn], "failed"):
             return None
-        if not self._outbox.delivers(message.platform):
-            return text
         await self._outbox.tell(reply_for(message, text, late=False), stream)
         return None
 

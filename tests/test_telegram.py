@@ -16,6 +16,7 @@ from channels.telegram.app import TelegramTimings
 from channels.telegram.channel import UNSUPPORTED_NOTICE, TelegramChannel
 from core.messages import ChatType, InboundMessage, OutboundMessage, Reply
 from core.triggers import TriggerPolicy
+from tests.fakes.door import start_answering
 from tests.fakes.telegram_server import (
     FakeTelegram,
     Inbox,
@@ -61,7 +62,7 @@ async def running(
     channel = TelegramChannel(
         cfg, image_max_bytes=image_max_bytes, is_addressed=POLICY.triggers, timings=FAST
     )
-    await channel.start(inbox)
+    await start_answering(channel, inbox)
     try:
         yield channel
     finally:

@@ -23,6 +23,7 @@ from channels.telegram.channel import TelegramChannel
 from channels.telegram.stream import TelegramStream, worth_a_message
 from core.messages import OutboundMessage
 from tests.fakes.clock import VirtualClock
+from tests.fakes.door import start_answering
 from tests.fakes.telegram_server import FakeTelegram, Inbox, group_chat, user, utf16_len
 from tests.test_telegram import FAST, POLICY
 
@@ -57,7 +58,7 @@ async def channel_on(
     )
     timings = replace(timings, group_sends_per_min=per_minute)
     channel = TelegramChannel(cfg, timings=timings, clock=clock, is_addressed=POLICY.triggers)
-    await channel.start(inbox or Inbox())
+    await start_answering(channel, inbox or Inbox())
     try:
         yield channel
     finally:

@@ -85,7 +85,6 @@ class OneBotChannel:
                     allow_private_hosts=tuple(config.allow_private_media_hosts),
                 )
             ),
-            deliver=self._outbound.deliver,
             spawn=self._tasks.spawn,
             on_alive=self._mark_ok,
             action_timeout_s=action_timeout_s,

@@ -3,14 +3,14 @@ daemon's handler with the facts the trigger policy needs.
 
 Every message event goes to the handler (which applies the trigger policy and the rate
 limit); this fills in mentions_bot, reply_to_bot (asking the implementation who wrote
-the quoted message when we have not seen it) and the sender's display name, and hands
-the handler's own reply (commands) to the outbound side.
+the quoted message when we have not seen it) and the sender's display name. Answers go
+out through the channel's send(), never back through here.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from channels.base import MessageHandler
@@ -21,11 +21,10 @@ from channels.onebot.events import InvalidEvent, id_param, to_inbound, with_repl
 from channels.onebot.message import ParsedMessage
 from channels.onebot.outbound import Authors
 from channels.onebot.transport import OneBotConnection
-from core.messages import ImageRef, InboundMessage, Reply
+from core.messages import ImageRef, InboundMessage, TryLater
 
 log = logging.getLogger(__name__)
 
-Deliver = Callable[[str, InboundMessage, Reply], Awaitable[None]]
 Spawn = Callable[[Coroutine[Any, Any, object]], None]
 
 
@@ -38,7 +37,6 @@ class Inbound:
         authors: Authors,
         downloader: SafeDownloader,
         *,
-        deliver: Deliver,
         spawn: Spawn,
         on_alive: Callable[[], None],
         action_timeout_s: float,
@@ -46,7 +44,6 @@ class Inbound:
         self._registry = registry
         self._authors = authors
         self._downloader = downloader
-        self._deliver = deliver
         self._spawn = spawn
         self._on_alive = on_alive
         self._action_timeout_s = action_timeout_s
@@ -107,12 +104,11 @@ class Inbound:
             message = with_reply(message, target, conn.self_id)
         assert self.handler is not None
         try:
-            reply = await self.handler(message)
+            await self.handler(message)  # answers go out through the channel's send()
+        except TryLater:
+            pass  # kept; answered after the restart
         except Exception:
             log.exception("onebot%s: handler failed for message %s", conn.label, message.message_id)
-            return
-        if reply is not None and reply.text.strip():
-            await self._deliver(ConnectionRegistry.key_of(conn), message, reply)
 
     async def _reply_target(self, conn: OneBotConnection, message_id: str) -> str | None:
         """Who wrote the replied-to message: our cache first, then `get_msg`."""

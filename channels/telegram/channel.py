@@ -1,10 +1,11 @@
 """The Telegram channel: python-telegram-bot's Application, polling or webhook.
 
 Every message goes to the daemon's handler (it applies the trigger policy and the rate
-limit, and keeps untriggered group messages as context). The model's replies come back
-through `send` (rendered Markdown as entities, split to Telegram's limit, threaded to the
-triggering message in groups) or grow in place through `open_stream` (stream.py); our
-own texts (command answers, notices) go out plain. Polling is watched by a supervisor
+limit, and keeps untriggered group messages as context). Everything the daemon answers
+comes back through `send` (the model's Markdown rendered as entities, split to
+Telegram's limit, threaded to the triggering message in groups; our own texts, command
+answers and notices, plain; a private answer in the sender's DM) or grows in place
+through `open_stream` (stream.py). Polling is watched by a supervisor
 (see polling.py) so a silent stall or a 409 Conflict is reported and recovered, and
 health() says so.
 """
@@ -46,7 +47,7 @@ from channels.telegram.outbound import TelegramSender
 from channels.telegram.pacing import AsyncioClock, ChatPacer, Clock, is_group
 from channels.telegram.polling import PollMonitor, PollSupervisor
 from channels.telegram.presence import AckReaction, Presence
-from channels.telegram.replies import deliver_reply, send_logged
+from channels.telegram.replies import send_logged, send_private
 from channels.telegram.stream import StreamSettings, TelegramStream
 from core.messages import (
     ChatType,
@@ -55,6 +56,7 @@ from core.messages import (
     InboundMessage,
     OutboundMessage,
     Sent,
+    TryLater,
 )
 from core.ordering import TaskTracker
 from core.streaming import StreamRecorder
@@ -216,9 +218,20 @@ class TelegramChannel:
             raise DeliveryError("the telegram channel is not started")
         target = target_of(message)
         try:
-            ids = await complete(
-                self._sender, target, final_pieces(message.text), recorded(message.resume)
-            )
+            if message.private_to is not None:
+                username = self._me.username if self._me else None
+                ids = await send_private(self._sender, message, target, bot_username=username)
+            elif message.plain:
+                ids = await self._sender.send_text(
+                    target.chat_id,
+                    message.text,
+                    reply_to=target.reply_to,
+                    thread_id=target.thread_id,
+                )
+            else:
+                ids = await complete(
+                    self._sender, target, final_pieces(message.text), recorded(message.resume)
+                )
         except TelegramError as exc:
             raise DeliveryError(f"telegram: {self._redact(str(exc))}") from None
         return Sent(tuple(str(i) for i in ids))
@@ -333,7 +346,6 @@ class TelegramChannel:
     async def _handle(self, message: InboundMessage, source: Message) -> None:
         assert self._handler is not None and self._sender is not None
         group = message.chat_type is ChatType.GROUP
-        reply_to = source.message_id if group else None
         thread = int(message.thread_id) if message.thread_id else None
         addressed = self._is_addressed is not None and self._is_addressed(message)
         delay = 0.0 if addressed else self._t.typing_delay_s
@@ -349,19 +361,11 @@ class TelegramChannel:
                 quiet=lambda: self._presence.showing(key),
             ):
                 try:
-                    reply = await self._handler(message)
+                    await self._handler(message)  # answers come back through send()
+                except TryLater:
+                    pass  # kept; answered after the restart
                 except Exception:
                     log.exception("telegram: handler failed for chat %s", message.chat_id)
-                    return
-            if reply is not None and reply.text.strip():
-                await deliver_reply(
-                    self._sender,
-                    reply,
-                    message,
-                    (source.chat_id, reply_to, thread),
-                    bot_username=self._me.username if self._me else None,
-                    redact=self._redact,
-                )
 
     def _redact(self, text: str) -> str:
         return text.replace(self._token, "<token>") if self._token else text
