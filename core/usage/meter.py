@@ -21,7 +21,8 @@ from typing import Any, Literal, Protocol
 from core.context.tokens import TokenCounter, count_messages
 from core.llm.provider import ChatResult
 from core.messages import InboundMessage
-from memory.usage import UsageDelta
+from core.storage import UsageSink
+from memory.types import UsageDelta
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +65,6 @@ class UsageMeter(Protocol):
 
     async def record(self, who: UsageSubject, calls: Sequence[ModelCall], purpose: Purpose) -> None:
         """Count `calls` for `who`; never raises for a storage problem."""
-
-
-class UsageSink(Protocol):
-    """Storage of the counters (memory.usage.UsageStore)."""
-
-    async def add(self, deltas: Sequence[UsageDelta]) -> None: ...
 
 
 @dataclass(frozen=True)
