@@ -18,7 +18,7 @@ from bot.commands import Commands
 from bot.config import Settings
 from bot.console import Console, ConsoleDeps, RecentErrors
 from bot.dispatcher import Dispatcher
-from bot.errors import StartupError
+from bot.errors import StartupError, channel_start_failure
 from bot.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
 from bot.usage_command import UsageCommand
 from channels.base import Channel, ChannelHealth
@@ -220,8 +220,11 @@ class App:
         )
         for spec in CHANNELS:
             if spec.enabled(settings, self.mode, deps):
-                channel = spec.create(deps)
-                await channel.start(dispatcher)
+                try:
+                    channel = spec.create(deps)
+                    await channel.start(dispatcher)
+                except Exception as exc:
+                    raise channel_start_failure(spec.name, exc) from exc
                 self._stack.push_async_callback(channel.stop)
                 self.channels.append(channel)
                 self.routes.add(channel)  # the one door out sends through every channel

@@ -113,7 +113,7 @@ async def test_malformed_updates_are_ignored_with_a_log_line(tg, caplog) -> None
 async def test_a_rejected_token_stops_start_with_a_clear_error(tg) -> None:
     cfg = TelegramConfig(enabled=True, token="999:wrong-token", api_base_url=tg.root)
     channel = TelegramChannel(cfg, timings=FAST)
-    with pytest.raises(TelegramStartError, match="rejected the token") as err:
+    with pytest.raises(TelegramStartError, match="refused the token") as err:
         await start_answering(channel, Inbox())
     assert "wrong-token" not in str(err.value)
     assert channel.health().state == "stopped"

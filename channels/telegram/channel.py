@@ -167,7 +167,8 @@ class TelegramChannel:
         except InvalidToken:
             await self._teardown()
             raise TelegramStartError(
-                "telegram: the Bot API rejected the token (check [telegram] token)"
+                "telegram: the Bot API refused the token: set a valid [telegram] token "
+                "(or TELEGRAM_BOT_TOKEN; get one from @BotFather)"
             ) from None
         except (OSError, TelegramError) as exc:
             if isinstance(exc, NetworkError) and not isinstance(exc, BadRequest):
