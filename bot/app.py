@@ -214,9 +214,7 @@ class App:
             deps,
             health_source=self.health,
             extra_health=self.extra_health,
-            policy=dispatcher.policy,
             http_routes=(console.register,) if console is not None else (),
-            addressed=dispatcher.addressed,
         )
         for spec in CHANNELS:
             if spec.enabled(settings, self.mode, deps):

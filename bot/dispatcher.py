@@ -18,6 +18,8 @@ outbound message.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from typing import Literal
 
 from bot.access import AccessRules
 from bot.commands import Commands
@@ -39,6 +41,26 @@ RETRY_AFTER_S = 10.0  # what a caller is told to wait during a restart
 # The console is the operator at their own terminal (`chatterd chat`): never limited.
 UNLIMITED_PLATFORMS = frozenset({"console"})
 _ALLOWED = RateDecision(True)
+
+
+Verdict = Literal["ignore", "context", "notice", "command", "model"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the policy decided for one message: ignore it, keep it as group context,
+    send a notice instead (rate limit, quota), run the command, or ask the model."""
+
+    verdict: Verdict
+    notice: str | None = None  # for "notice": the line to send
+
+    @property
+    def answers(self) -> bool:
+        """The bot is making an answer (a channel may show "typing…")."""
+        return self.verdict in ("command", "model")
+
+
+IGNORE = Decision("ignore")
 
 
 class Dispatcher:
@@ -98,14 +120,14 @@ class Dispatcher:
 
     @property
     def policy(self) -> TriggerPolicy:
-        """The one trigger policy; a channel may ask it early (Telegram: show "typing")."""
+        """The one trigger policy."""
         return self._policy
 
     async def __call__(self, message: InboundMessage) -> None:
         """Answer `message` (or not) through the outbox. Raises only TryLater: the
         message is kept and answered after the restart."""
         try:
-            reply = await self._dispatch(message)
+            reply = await self._act(message, await self.decide(message))
         except TryLater:
             raise
         except Exception:
@@ -118,53 +140,61 @@ class Dispatcher:
         """The one place a command's `Reply` (or a notice) becomes an outbound message."""
         if not reply.text.strip():
             return
-        outbox = self._outbox or self._processor.outbox
-        await outbox.tell(notice_for(message, reply.text, private=reply.private))
+        await self._door().tell(notice_for(message, reply.text, private=reply.private))
 
-    async def _dispatch(self, message: InboundMessage) -> Reply | None:
-        """The ladder: a Reply to send back, or None (answered already, or silence)."""
+    def _door(self) -> Outbox:
+        return self._outbox or self._processor.outbox
+
+    async def decide(self, message: InboundMessage) -> Decision:
+        """The ladder, once per message (it counts against the rate limit): access,
+        trigger, rate limit, quota. Everything after, the channel's "typing…"
+        included, follows from this one decision."""
         if not message.text.strip() and not message.images:
-            return None
+            return IGNORE
         command = is_command(message.text)
         here = await self._settings_of(message)
         refused = self._refusal(message, here, command)
         if refused is not None:
             log.debug("not serving %s in %s: %s", message.sender_key, message.chat_key, refused)
-            return None
+            return IGNORE
         if not command and not self._policy.triggers(message, here.wake_words):
             if self._store_untriggered and message.chat_type is ChatType.GROUP:
-                await self._processor.remember_context(message)
-            return None
-        decision = self._rate_check(message)
-        if not decision.allowed:
+                return Decision("context")
+            return IGNORE
+        rate = self._rate_check(message)
+        if not rate.allowed:
             log.info(
                 "user %s over the rate limit in %s; not answered",
                 message.sender_key,
                 message.chat_key,
             )
-            return Reply(RATE_NOTICE) if decision.notify else None
+            return Decision("notice", RATE_NOTICE) if rate.notify else IGNORE
         if command:
-            return await self._commands.handle(message)
+            return Decision("command")
         quota = await self._quota_check(message)
         if not quota.allowed:
-            return Reply(quota.notice) if quota.notice else None
-        try:
-            await self._processor.handle(message)
-        except ShuttingDown:
-            raise TryLater(RETRY_AFTER_S) from None
-        return None
+            return Decision("notice", quota.notice) if quota.notice else IGNORE
+        return Decision("model")
 
-    def addressed(self, message: InboundMessage) -> bool:
-        """Will this message be answered? Without waiting, from what is known now (a
-        group's settings not read yet count as the defaults): a channel asks it early
-        (Telegram shows "typing" at once), never in a chat the bot does not serve."""
-        here = ChatSettings(message.platform, message.chat_id)
-        if self._chat_settings is not None and message.chat_type is ChatType.GROUP:
-            here = self._chat_settings.peek(message.platform, message.chat_id) or here
-        command = is_command(message.text)
-        if self._refusal(message, here, command) is not None:
-            return False
-        return command or self._policy.triggers(message, here.wake_words)
+    async def _act(self, message: InboundMessage, decision: Decision) -> Reply | None:
+        """Do what was decided: a Reply to send back, or None (sent already, or silence).
+        While an answer is being made the channel shows it ("typing…"), from the
+        same decision."""
+        if decision.verdict == "context":
+            await self._processor.remember_context(message)
+            return None
+        if decision.verdict == "notice":
+            return Reply(decision.notice or "")
+        if not decision.answers:
+            return None
+        async with self._door().working(message):
+            if decision.verdict == "command":
+                return await self._commands.handle(message)
+            try:
+                await self._processor.handle(message)
+            except ShuttingDown:
+                raise TryLater(RETRY_AFTER_S) from None
+        return None
 
     def _refusal(self, message: InboundMessage, here: ChatSettings, command: bool) -> str | None:
         """Why the bot does not serve this message in this chat, or None when it does."""

@@ -16,10 +16,12 @@ message sent for it (`OutboundMessage.request_id`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
-from core.messages import DeliveryError, ImageRef, OutboundMessage, Sent
+from core.messages import DeliveryError, ImageRef, InboundMessage, OutboundMessage, Sent
 from core.storage import Intake
 from core.streaming import ReplyStream, StreamRecorder
 
@@ -68,6 +70,13 @@ class ChannelRoutes:
             raise DeliveryError(f"no {message.platform} channel is running")
         return await outlet.send(message) or Sent()
 
+    def working(self, message: InboundMessage) -> AbstractAsyncContextManager[None]:
+        """While the daemon makes an answer to `message`: what its channel shows for
+        that (Telegram: "typing…", a slow group answer's ack reaction), if anything."""
+        outlet = self._outlets.get(message.platform)
+        shows = getattr(outlet, "working", None)
+        return shows(message) if shows is not None else contextlib.nullcontext()
+
     def open_stream(self, message: OutboundMessage, record: StreamRecorder) -> ReplyStream | None:
         """A preview stream when the message's channel can show one for this chat."""
         outlet = self._outlets.get(message.platform)
@@ -98,6 +107,13 @@ class Outbox:
         """This platform's chats can be sent a message nobody is waiting for (False:
         HTTP, where a reply whose request is gone is read by the caller's retry)."""
         return self._routes is not None and self._routes.can_push(platform)
+
+    def working(self, message: InboundMessage) -> AbstractAsyncContextManager[None]:
+        """Shown in the chat while an answer to `message` is made (the dispatcher's
+        decision that it will be answered; see ChannelRoutes.working)."""
+        if self._routes is None:
+            return contextlib.nullcontext()
+        return self._routes.working(message)
 
     def open_stream(self, entry_id: int, target: OutboundMessage) -> ReplyStream | None:
         """A preview of the reply while it is written, where the channel shows one; the

@@ -57,8 +57,10 @@ async def channel_on(
         enabled=True, token=tg.token, api_base_url=tg.root, poll_stall_s=30.0, **config
     )
     timings = replace(timings, group_sends_per_min=per_minute)
-    channel = TelegramChannel(cfg, timings=timings, clock=clock, is_addressed=POLICY.triggers)
-    await start_answering(channel, inbox or Inbox())
+    channel = TelegramChannel(cfg, timings=timings, clock=clock)
+    inbox = inbox or Inbox()
+    inbox.door.answers = POLICY.triggers  # the daemon's decision, as its dispatcher makes it
+    await start_answering(channel, inbox)
     try:
         yield channel
     finally:

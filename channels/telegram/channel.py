@@ -19,9 +19,9 @@ import logging
 import os
 import random
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 
-from telegram import BotCommand, Message, Update
+from telegram import BotCommand, Update
 from telegram.error import BadRequest, InvalidToken, NetworkError, TelegramError
 from telegram.ext import ContextTypes
 from telegram.request import HTTPXRequest
@@ -42,6 +42,7 @@ from channels.telegram.inbound import (
     BotIdentity,
     Skip,
     normalise,
+    telegram_message_id,
 )
 from channels.telegram.outbound import TelegramSender
 from channels.telegram.pacing import AsyncioClock, ChatPacer, Clock, is_group
@@ -90,15 +91,12 @@ class TelegramChannel:
         *,
         image_max_bytes: int = 10 * 1024 * 1024,
         commands: Sequence[tuple[str, str]] = DEFAULT_COMMANDS,
-        is_addressed: Callable[[InboundMessage], bool] | None = None,
         timings: TelegramTimings | None = None,
         clock: Clock | None = None,
     ) -> None:
-        """`is_addressed` is the daemon's trigger policy (the dispatcher's, passed in so
-        the rule lives in one place): a message it accepts shows "typing" at once, any
-        other only after `typing_delay_s` (most never get an answer, so never show it).
-        Without it, every message waits `typing_delay_s`. `clock` paces sends (tests
-        pass a virtual one).
+        """`clock` paces sends (tests pass a virtual one). "typing…" is shown only
+        while the daemon answers (`working`, called through core/delivery.py from the
+        dispatcher's one decision), never for a message it will not answer.
         """
         if config.token is None or not config.token.get_secret_value().strip():
             raise TelegramStartError(
@@ -112,7 +110,6 @@ class TelegramChannel:
         self._token = config.token.get_secret_value().strip()
         self._image_max_bytes = image_max_bytes
         self._commands = tuple(commands)
-        self._is_addressed = is_addressed
         self._t = timings or TelegramTimings()
         self._monitor = PollMonitor(redact=self._redact)
         self._webhook = config.mode == "webhook"
@@ -341,32 +338,43 @@ class TelegramChannel:
                 )
                 self._tasks.spawn(notice)
             return
-        assert source is not None
-        self._tasks.spawn(self._handle(result, source))
+        self._tasks.spawn(self._handle(result))
 
-    async def _handle(self, message: InboundMessage, source: Message) -> None:
-        assert self._handler is not None and self._sender is not None
-        group = message.chat_type is ChatType.GROUP
+    async def _handle(self, message: InboundMessage) -> None:
+        assert self._handler is not None
+        try:
+            await self._handler(message)  # answers come back through send()
+        except TryLater:
+            pass  # kept; answered after the restart
+        except Exception:
+            log.exception("telegram: handler failed for chat %s", message.chat_id)
+
+    @contextlib.asynccontextmanager
+    async def working(self, message: InboundMessage) -> AsyncIterator[None]:
+        """The daemon decided to answer `message` and is making the answer: "typing…"
+        until the answer's text shows, and in a group the ack reaction when it is slow
+        (removed once the answer is sent)."""
+        if self._sender is None or message.platform != PLATFORM:
+            yield
+            return
+        chat = int(message.chat_id)
         thread = int(message.thread_id) if message.thread_id else None
-        addressed = self._is_addressed is not None and self._is_addressed(message)
-        delay = 0.0 if addressed else self._t.typing_delay_s
-        key = (source.chat_id, thread)
+        key = (chat, thread)
         async with contextlib.AsyncExitStack() as stack:
-            if self._ack is not None and group and addressed:
-                await stack.enter_async_context(self._ack.around(key, source.message_id))
-            async with self._sender.typing(
-                source.chat_id,
-                thread,
-                delay_s=delay,
-                interval_s=self._t.typing_interval_s,
-                quiet=lambda: self._presence.showing(key),
-            ):
-                try:
-                    await self._handler(message)  # answers come back through send()
-                except TryLater:
-                    pass  # kept; answered after the restart
-                except Exception:
-                    log.exception("telegram: handler failed for chat %s", message.chat_id)
+            group = message.chat_type is ChatType.GROUP
+            if self._ack is not None and group and message.message_id is not None:
+                quoted = telegram_message_id(message.message_id)
+                await stack.enter_async_context(self._ack.around(key, quoted))
+            await stack.enter_async_context(
+                self._sender.typing(
+                    chat,
+                    thread,
+                    delay_s=0.0,
+                    interval_s=self._t.typing_interval_s,
+                    quiet=lambda: self._presence.showing(key),
+                )
+            )
+            yield
 
     def _redact(self, text: str) -> str:
         return text.replace(self._token, "<token>") if self._token else text

@@ -8,6 +8,8 @@ same sends the daemon would make.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, Protocol, cast
 
 from core.accepted import notice_for
@@ -23,11 +25,19 @@ class Answering(Protocol):
 
 
 class Door:
-    """The Outbox over one channel; `answer` is the dispatcher's `_answer`."""
+    """The Outbox over one channel; `answer` is the dispatcher's `_answer`, `working`
+    what the dispatcher shows while it answers a message its policy (`answers`, every
+    message unless a test sets the daemon's trigger policy) accepted."""
 
     def __init__(self) -> None:
         self._routes = ChannelRoutes()
         self._outbox = Outbox(self._routes, cast(Intake, None))  # tell() never needs it
+        self.answers: Callable[[InboundMessage], bool] = lambda message: True
+
+    def working(self, message: InboundMessage) -> AbstractAsyncContextManager[None]:
+        if not self.answers(message):
+            return nullcontext()
+        return self._outbox.working(message)
 
     def attach(self, channel: Outlet) -> None:
         self._routes.add(channel)

@@ -504,9 +504,10 @@ class Inbox:
         async with self._changed:
             self.messages.append(message)
             self._changed.notify_all()
-        answer = self.respond(message) if self.respond is not None else None
-        if inspect.isawaitable(answer):
-            answer = await answer
+        async with self.door.working(message):  # "typing…", as the dispatcher shows it
+            answer = self.respond(message) if self.respond is not None else None
+            if inspect.isawaitable(answer):
+                answer = await answer
         await self.door.answer(message, answer)
 
     async def wait(self, count: int = 1, within_s: float = 5.0) -> list[Any]:
