@@ -102,9 +102,3 @@ async def test_http_pairs_each_waiting_request_with_its_own_reply() -> None:
 def _no_intake() -> Intake:
     """`tell` and `send_proactive` never touch the intake (no turn waits on them)."""
     return None  # type: ignore[return-value]
-
-
-@pytest.fixture
-async def tg():  # type: ignore[no-untyped-def]
-    async with FakeTelegram(username="chatterd_test_bot") as fake:
-        yield fake

@@ -46,12 +46,6 @@ GROUP = group_chat(-100500, "Tea party")
 POLICY = TriggerPolicy.create(BOT, [])  # as the daemon passes its dispatcher's policy
 
 
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram(username=BOT) as fake:
-        yield fake
-
-
 @asynccontextmanager
 async def running(
     tg: FakeTelegram, inbox: Inbox, *, image_max_bytes: int = 1 << 20, **config: Any

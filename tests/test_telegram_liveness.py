@@ -7,7 +7,7 @@ import asyncio
 import logging
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import aiohttp
 import pytest
@@ -16,16 +16,10 @@ from channels.config import TelegramConfig
 from channels.telegram.channel import TelegramChannel, TelegramStartError
 from core.messages import Reply
 from tests.fakes.door import start_answering
-from tests.fakes.telegram_server import FakeTelegram, Inbox, private_chat, user
+from tests.fakes.telegram_server import Inbox, private_chat, user
 from tests.test_telegram import FAST, echo, running
 
 ALICE = user(1001, "Alice")
-
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
 
 
 async def until(condition: Callable[[], bool], within_s: float = 5.0) -> None:

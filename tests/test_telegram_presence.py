@@ -4,7 +4,6 @@ optional ack reaction on a group message whose answer is slow to show."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from dataclasses import replace
 
 import pytest
@@ -22,12 +21,6 @@ QUICK_TYPING = replace(FAST, typing_interval_s=0.05)
 @pytest.fixture
 def clock() -> VirtualClock:
     return VirtualClock()
-
-
-@pytest.fixture
-async def tg(clock: VirtualClock) -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram(clock=clock.monotonic, username=BOT) as fake:
-        yield fake
 
 
 def mention(tg: FakeTelegram, text: str) -> dict:

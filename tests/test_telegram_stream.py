@@ -37,12 +37,6 @@ def clock() -> VirtualClock:
     return VirtualClock()
 
 
-@pytest.fixture
-async def tg(clock: VirtualClock) -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram(clock=clock.monotonic) as fake:
-        yield fake
-
-
 @asynccontextmanager
 async def channel_on(
     tg: FakeTelegram,

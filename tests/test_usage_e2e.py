@@ -105,12 +105,6 @@ async def chat() -> AsyncIterator[FakeOpenAI]:
         yield fake
 
 
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram(username=BOT) as fake:
-        yield fake
-
-
 @asynccontextmanager
 async def daemon(settings: Settings, clock: WallClock) -> AsyncIterator[App]:
     deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")
