@@ -22,6 +22,7 @@ from bot.errors import StartupError, channel_start_failure
 from bot.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
 from bot.usage_command import UsageCommand
 from channels.base import Channel, ChannelHealth
+from core.clock import WallClock, utc_now
 from core.context import ContextBuilder
 from core.context.compaction import CompactionOptions, Compactor
 from core.context.tokens import TokenCounter, get_counter
@@ -39,7 +40,7 @@ from core.processor import ImageReader, MessageProcessor, ProcessorOptions
 from core.recovery import Recovery, RecoveryOptions
 from core.tools.loop import ToolLoop, default_registry
 from core.tools.search import SearchBackend, duckduckgo_backend
-from core.usage.meter import UsageMeter, UsageRecorder, WallClock, utc_now
+from core.usage.meter import UsageMeter, UsageRecorder
 from core.usage.quota import QuotaGuard, QuotaLimits
 from core.workspace.files import ensure_workspace
 from memory.chat_settings_cache import CachedChatSettings

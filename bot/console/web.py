@@ -23,17 +23,16 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from bot.config import Settings
 from bot.console.auth import (
-    Clock,
     Session,
     Sessions,
     SignInLimiter,
     csrf_matches,
     password_matches,
-    system_clock,
 )
 from bot.console.fmt import format_age, format_time
 from bot.console.recent import RecentErrors
 from channels.base import ChannelHealth
+from core.clock import WallClock, utc_now
 from core.context.report import ContextReport
 from memory.activity import Activity
 from memory.browse import Browse
@@ -83,7 +82,7 @@ class ConsoleDeps:
     last_report: Callable[[str, str], ContextReport | None]
     errors: RecentErrors
     chat_settings: ChatSettingsAccess
-    clock: Clock = system_clock
+    clock: WallClock = utc_now
 
 
 class Console:

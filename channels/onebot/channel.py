@@ -24,8 +24,9 @@ from channels.onebot.actions import OneBotError
 from channels.onebot.connections import ConnectionRegistry
 from channels.onebot.inbound import Inbound
 from channels.onebot.outbound import Authors, Outbound
-from channels.onebot.pacing import Clock, SendPacer
+from channels.onebot.pacing import SendPacer
 from channels.onebot.transport import ForwardClient, OneBotConnection, ReverseServer
+from core.clock import Clock
 from core.inject import clean_name
 from core.messages import ImageRef, OutboundMessage, Sent
 from core.ordering import TaskTracker

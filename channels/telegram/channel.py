@@ -45,11 +45,12 @@ from channels.telegram.inbound import (
     telegram_message_id,
 )
 from channels.telegram.outbound import TelegramSender
-from channels.telegram.pacing import AsyncioClock, ChatPacer, Clock, is_group
+from channels.telegram.pacing import ChatPacer, is_group
 from channels.telegram.polling import PollMonitor, PollSupervisor
 from channels.telegram.presence import AckReaction, Presence
 from channels.telegram.replies import send_logged, send_private
 from channels.telegram.stream import StreamSettings, TelegramStream
+from core.clock import Clock, SystemClock
 from core.messages import (
     ChatType,
     DeliveryError,
@@ -124,7 +125,7 @@ class TelegramChannel:
         self._commands_set = False
         self._running = False
         self._requests: tuple[HTTPXRequest, ...] = ()
-        self._clock = clock or AsyncioClock()
+        self._clock = clock or SystemClock()
         self._presence = Presence(self._clock)
         self._ack: AckReaction | None = None
         self._streams: weakref.WeakSet[TelegramStream] = weakref.WeakSet()

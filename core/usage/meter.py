@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any, Literal, Protocol
 
+from core.clock import WallClock, utc_now
 from core.context.tokens import TokenCounter, count_messages
 from core.llm.provider import ChatResult
 from core.messages import InboundMessage
@@ -27,15 +28,10 @@ from memory.types import UsageDelta
 log = logging.getLogger(__name__)
 
 Purpose = Literal["reply", "vision", "compaction"]
-WallClock = Callable[[], datetime]  # aware UTC "now"; injected in tests to cross midnight
 # The user id compaction is recorded under when nobody's turn triggered it (a library
 # caller of Compactor.fold without `who`): the chat pays, no person does.
 UNATTRIBUTED = "(chat)"
 UNKNOWN_MODEL = "(unknown)"
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from typing import Literal
 
 from cachetools import LRUCache
 
+from core.clock import WallClock, utc_now
 from core.messages import ChatType, InboundMessage
 from core.storage import SpendReader
-from core.usage.meter import WallClock, utc_now
 from memory.types import DaySpend
 
 NOTICE_EVERY = timedelta(hours=1)
