@@ -10,7 +10,7 @@ import pytest
 from channels.formatting.telegram import entity_problems, render_telegram
 from channels.formatting.telegram_split import split_formatted
 from core.messages import OutboundMessage, Reply
-from tests.fakes.clock import VirtualClock
+from tests.fakes.manual_clock import ManualClock
 from tests.fakes.telegram_server import Inbox, private_chat, user, utf16_len
 from tests.test_telegram_stream import GROUP, Records, channel_on, open_stream, shows_preview
 
@@ -18,8 +18,8 @@ ALICE = user(1001, "Alice")
 
 
 @pytest.fixture
-def clock() -> VirtualClock:
-    return VirtualClock()
+def clock() -> ManualClock:
+    return ManualClock(auto=True)
 
 
 def covered(text: str, entity: dict[str, Any]) -> str:

@@ -22,8 +22,8 @@ from channels.telegram.app import TelegramTimings
 from channels.telegram.channel import TelegramChannel
 from channels.telegram.stream import TelegramStream, worth_a_message
 from core.messages import OutboundMessage
-from tests.fakes.clock import VirtualClock
 from tests.fakes.door import start_answering
+from tests.fakes.manual_clock import ManualClock
 from tests.fakes.telegram_server import FakeTelegram, Inbox, group_chat, user, utf16_len
 from tests.test_telegram import FAST, POLICY
 
@@ -33,14 +33,14 @@ INTERVAL = 1.0
 
 
 @pytest.fixture
-def clock() -> VirtualClock:
-    return VirtualClock()
+def clock() -> ManualClock:
+    return ManualClock(auto=True)
 
 
 @asynccontextmanager
 async def channel_on(
     tg: FakeTelegram,
-    clock: VirtualClock,
+    clock: ManualClock,
     *,
     per_minute: int = 20,
     inbox: Inbox | None = None,
