@@ -20,13 +20,14 @@ from bot.commands import Commands
 from bot.config import Settings
 from bot.console import RecentErrors
 from bot.dispatcher import Dispatcher
-from bot.errors import StartupError
+from bot.errors import StartupError, channel_start_failure
 from bot.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
-from bot.reminders_setup import add_commands, build_reminders, build_scheduler, can_push
+from bot.reminders_setup import add_commands, build_reminders, build_scheduler
 from bot.shared_media import SharedMedia
 from bot.tools_command import ToolsCommand
 from bot.usage_command import UsageCommand
 from channels.base import Channel, ChannelHealth
+from core.clock import WallClock, utc_now
 from core.context import ContextBuilder
 from core.context.compaction import CompactionOptions, Compactor
 from core.context.tail import turn_material
@@ -47,7 +48,7 @@ from core.reminders.scheduler import Scheduler
 from core.reminders.service import Reminders
 from core.tools.loop import ToolLoop, default_registry
 from core.tools.search import SearchBackend, duckduckgo_backend
-from core.usage.meter import UsageMeter, UsageRecorder, WallClock, utc_now
+from core.usage.meter import UsageMeter, UsageRecorder
 from core.usage.quota import QuotaGuard, QuotaLimits
 from core.workspace.files import ensure_workspace
 from memory.capacity import ConnectionBudget, budget_problem, server_limit
@@ -117,8 +118,7 @@ class App:
         self._recovery_stop = asyncio.Event()
         self._models: dict[str, FallbackProvider] = {}  # "llm", "vision": their endpoints
         self.mcp: Any = None  # core.tools.mcp.tools.McpTools, when [mcp] servers are set
-        # Reminders (/remind, /schedule): sent through every channel that can push.
-        self.push_routes = ChannelRoutes()
+        # Reminders (/remind, /schedule): sent through the one door (core/delivery.py).
         self.reminders: Reminders | None = None
         self.scheduler: Scheduler | None = None
 
@@ -238,7 +238,7 @@ class App:
         if self.reminders is not None:
             add_commands(commands, self.reminders, admins)
             self.scheduler = build_scheduler(
-                settings, self.storage, self.processor, self.push_routes, chat_settings, self._clock
+                settings, self.storage, self.processor, chat_settings, self._clock
             )
         quota = QuotaGuard(limits, self.storage.usage, clock=self._clock)
         dispatcher = Dispatcher.from_settings(
@@ -259,21 +259,19 @@ class App:
             deps,
             health_source=self.health,
             extra_health=self.extra_health,
-            policy=dispatcher.policy,
             http_routes=(console.register,) if console is not None else (),
-            addressed=dispatcher.addressed,
             chat_kind=ChatKinds(path.storage.database).kind,
         )
         for spec in CHANNELS:
             if spec.enabled(settings, self.mode, deps):
-                channel = spec.create(deps)
-                await channel.start(dispatcher)
+                try:
+                    channel = spec.create(deps)
+                    await channel.start(dispatcher)
+                except Exception as exc:
+                    raise channel_start_failure(spec.name, exc) from exc
                 self._stack.push_async_callback(channel.stop)
                 self.channels.append(channel)
-                if channel.pushes:  # HTTP answers in its response: nothing to push to
-                    self.routes.add(channel)
-                if can_push(channel):  # reminders: also HTTP with a [http] push_url
-                    self.push_routes.add(channel)
+                self.routes.add(channel)  # the one door out sends through every channel
                 log.info("channel %s started", spec.name)
                 if console is not None and spec.name == "http":
                     port = getattr(channel, "port", settings.http.port)

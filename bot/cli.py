@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _dispatch(args, settings)
     except StartupError as exc:
+        log.debug("start-up failure", exc_info=True)  # the traceback, with --log-level debug
         print(f"chatterd: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except KeyboardInterrupt:
@@ -138,13 +139,21 @@ async def _serve(settings: Settings, mode: str) -> int:
         except (NotImplementedError, RuntimeError):  # pragma: no cover - non-Unix
             pass
     app = App(settings, mode="chat" if mode == "chat" else "run")
-    async with app:
+    try:
+        await app.__aenter__()
+    except (StartupError, KeyboardInterrupt, asyncio.CancelledError):
+        raise
+    except Exception as exc:  # anything else that stops the start: still one line, exit 2
+        raise StartupError(f"cannot start: {type(exc).__name__}: {exc}") from exc
+    try:
         names = ", ".join(channel.name for channel in app.channels) or "none"
         log.info("chatterd %s ready; channels: %s", _version(), names)
         await app.wait_console_or(stop)
         grace = settings.bot.shutdown_grace_s
         log.info("stopping: finishing turns in flight (up to %.0fs)", grace)
         await app.stop(grace)
+    finally:
+        await app.__aexit__(None, None, None)
     return 0
 
 

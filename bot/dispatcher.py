@@ -8,17 +8,26 @@ group's own wake words), and is its sender over the per-user rate limit
 (`[bot] rate_limit_per_min`, core/ratelimit.py) or, for a message for the model, over a
 daily token quota (`[limits]`, core/usage/quota.py). Untriggered group messages are kept as
 context and never count against either.
+
+Nothing goes back up to the channel: every answer (the model's reply, a command's
+answer, a notice, an apology) leaves through the one door out, core/delivery.py.
+Commands keep returning their `Reply`; `_answer` is the one place it becomes an
+outbound message.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal
 
 from bot.access import AccessRules
 from bot.commands import Commands
 from bot.config import Settings
-from core.messages import ChatType, InboundMessage, Reply
+from core.accepted import notice_for
+from core.delivery import Outbox
+from core.messages import ChatType, InboundMessage, Reply, TryLater
 from core.processor import GENERIC_APOLOGY, MessageProcessor, Overloaded, ShuttingDown
 from core.ratelimit import RATE_NOTICE, RateDecision, RateLimiter
 from core.triggers import TriggerPolicy, is_command
@@ -39,6 +48,26 @@ Hear = Callable[[InboundMessage], Awaitable[str | None]]
 VOICE_WAKE_WORDS = 4  # a voice note calls the bot when a wake word is among its first words
 
 
+Verdict = Literal["ignore", "context", "notice", "command", "model"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the policy decided for one message: ignore it, keep it as group context,
+    send a notice instead (rate limit, quota), run the command, or ask the model."""
+
+    verdict: Verdict
+    notice: str | None = None  # for "notice": the line to send
+
+    @property
+    def answers(self) -> bool:
+        """The bot is making an answer (a channel may show "typing…")."""
+        return self.verdict in ("command", "model")
+
+
+IGNORE = Decision("ignore")
+
+
 class Dispatcher:
     """The MessageHandler every channel calls. Never raises: a failure is an apology."""
 
@@ -54,11 +83,13 @@ class Dispatcher:
         chat_settings: CachedChatSettings | None = None,
         quota: QuotaGuard | None = None,
         hear: Hear | None = None,
+        outbox: Outbox | None = None,
     ) -> None:
-        """`limiter` counts answered messages per sender (None: no limit); `quota` checks
-        the daily token allowances (None: none); admins (`commands.is_admin`) and the
-        console are exempt from both. `access` decides where the bot serves (None:
-        everywhere), with each group's `chat_settings` (None: defaults)."""
+        """`outbox` is where answers go out (None: the processor's). `limiter` counts
+        answered messages per sender (None: no limit); `quota` checks the daily token
+        allowances (None: none); admins (`commands.is_admin`) and the console are exempt
+        from both. `access` decides where the bot serves (None: everywhere), with each
+        group's `chat_settings` (None: defaults)."""
         self._processor = processor
         self._commands = commands
         self._policy = policy
@@ -68,6 +99,7 @@ class Dispatcher:
         self._access = access
         self._chat_settings = chat_settings
         self._quota = quota
+        self._outbox = outbox
 
     @classmethod
     def from_settings(
@@ -97,53 +129,87 @@ class Dispatcher:
 
     @property
     def policy(self) -> TriggerPolicy:
-        """The one trigger policy; a channel may ask it early (Telegram: show "typing")."""
+        """The one trigger policy."""
         return self._policy
 
-    async def __call__(self, message: InboundMessage) -> Reply | None:
+    async def __call__(self, message: InboundMessage) -> None:
+        """Answer `message` (or not) through the outbox. Raises only TryLater: the
+        message is kept and answered after the restart."""
         try:
-            return await self._dispatch(message)
+            reply = await self._act(message, await self.decide(message))
+        except TryLater:
+            raise
         except Exception:
             log.exception("turn failed in %s", message.chat_key)
-            return Reply(GENERIC_APOLOGY)
+            reply = Reply(GENERIC_APOLOGY)
+        if reply is not None:
+            await self._answer(message, reply)
 
-    async def _dispatch(self, message: InboundMessage) -> Reply | None:
+    async def _answer(self, message: InboundMessage, reply: Reply) -> None:
+        """The one place a command's `Reply` (or a notice) becomes an outbound message."""
+        if not reply.text.strip():
+            return
+        await self._door().tell(notice_for(message, reply.text, private=reply.private))
+
+    def _door(self) -> Outbox:
+        return self._outbox or self._processor.outbox
+
+    async def decide(self, message: InboundMessage) -> Decision:
+        """The ladder, once per message (it counts against the rate limit): access,
+        trigger, rate limit, quota. Everything after, the channel's "typing…"
+        included, follows from this one decision."""
         if not message.text.strip() and not message.images and not message.attachments:
-            return None
+            return IGNORE
         command = is_command(message.text)
         here = await self._settings_of(message)
         refused = self._refusal(message, here, command)
         if refused is not None:
             log.debug("not serving %s in %s: %s", message.sender_key, message.chat_key, refused)
-            return None
+            return IGNORE
         if (
             not command
             and not self._policy.triggers(message, here.wake_words)
             and not await self._spoken_wake_word(message, here)
         ):
             if self._store_untriggered and message.chat_type is ChatType.GROUP:
-                await self._processor.remember_context(message)
-            return None
-        decision = self._rate_check(message)
-        if not decision.allowed:
+                return Decision("context")
+            return IGNORE
+        rate = self._rate_check(message)
+        if not rate.allowed:
             log.info(
                 "user %s over the rate limit in %s; not answered",
                 message.sender_key,
                 message.chat_key,
             )
-            return Reply(RATE_NOTICE) if decision.notify else None
+            return Decision("notice", RATE_NOTICE) if rate.notify else IGNORE
         if command:
-            return await self._commands.handle(message)
+            return Decision("command")
         quota = await self._quota_check(message)
         if not quota.allowed:
-            return Reply(quota.notice) if quota.notice else None
-        try:
-            text = await self._processor.handle(message)
-        except ShuttingDown:
-            return Reply("", retry_after_s=RETRY_AFTER_S)
-        except Overloaded:  # nothing was stored: the caller sends it again later
-            return Reply("", retry_after_s=OVERLOAD_RETRY_S)
-        return Reply(text) if text else None
+            return Decision("notice", quota.notice) if quota.notice else IGNORE
+        return Decision("model")
+
+    async def _act(self, message: InboundMessage, decision: Decision) -> Reply | None:
+        """Do what was decided: a Reply to send back, or None (sent already, or silence).
+        While an answer is being made the channel shows it ("typing…"), from the
+        same decision."""
+        if decision.verdict == "context":
+            await self._processor.remember_context(message)
+            return None
+        if decision.verdict == "notice":
+            return Reply(decision.notice or "")
+        if not decision.answers:
+            return None
+        async with self._door().working(message):
+            if decision.verdict == "command":
+                return await self._commands.handle(message)
+            try:
+                await self._processor.handle(message)
+            except ShuttingDown:
+                raise TryLater(RETRY_AFTER_S) from None
+            except Overloaded:  # nothing was stored: the caller sends it again later
+                raise TryLater(OVERLOAD_RETRY_S) from None
+        return None
 
     async def _spoken_wake_word(self, message: InboundMessage, here: ChatSettings) -> bool:
         """A group voice note that starts with a wake word calls the bot (transcribed
@@ -157,18 +223,6 @@ class Dispatcher:
             return False
         opening = " ".join(heard.split()[:VOICE_WAKE_WORDS])
         return self._policy.has_wake_word(opening, here.wake_words)
-
-    def addressed(self, message: InboundMessage) -> bool:
-        """Will this message be answered? Without waiting, from what is known now (a
-        group's settings not read yet count as the defaults): a channel asks it early
-        (Telegram shows "typing" at once), never in a chat the bot does not serve."""
-        here = ChatSettings(message.platform, message.chat_id)
-        if self._chat_settings is not None and message.chat_type is ChatType.GROUP:
-            here = self._chat_settings.peek(message.platform, message.chat_id) or here
-        command = is_command(message.text)
-        if self._refusal(message, here, command) is not None:
-            return False
-        return command or self._policy.triggers(message, here.wake_words)
 
     def _refusal(self, message: InboundMessage, here: ChatSettings, command: bool) -> str | None:
         """Why the bot does not serve this message in this chat, or None when it does."""

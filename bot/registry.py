@@ -14,8 +14,6 @@ from typing import Any, Literal, TextIO
 
 from bot.config import Settings
 from channels.base import Channel, ChannelHealth
-from core.messages import InboundMessage
-from core.triggers import TriggerPolicy
 
 RunMode = Literal["run", "chat"]
 
@@ -29,13 +27,8 @@ class ChannelDeps:
     console_user: str
     # More /healthz sections beside the channels (turn states, model endpoints).
     extra_health: Callable[[], Awaitable[dict[str, Any]]] | None = None
-    # The dispatcher's trigger policy, filled in by the App: a channel that must know early
-    # whether a message will be answered (Telegram shows "typing" at once) asks this one.
-    policy: TriggerPolicy | None = None
     # More routes on the HTTP channel's server (the operator's console), filled in by the App.
     http_routes: tuple[Callable[[Any], None], ...] = ()
-    # Better: the dispatcher's whole answer (access, the group's own wake words, triggers).
-    addressed: Callable[[InboundMessage], bool] | None = None
     # The stored kind of a chat ("private"/"group"), so the HTTP API binds its chats.
     chat_kind: Callable[[str, str], Awaitable[str | None]] | None = None
 
@@ -79,7 +72,6 @@ def _telegram(deps: ChannelDeps) -> Channel:
     return TelegramChannel(
         settings.telegram,
         image_max_bytes=settings.vision.max_bytes,
-        is_addressed=deps.addressed or (deps.policy.triggers if deps.policy is not None else None),
     )
 
 

@@ -30,11 +30,6 @@ from memory.store import SqlStorage
 Clock = Callable[[], datetime]
 
 
-def can_push(channel: object) -> bool:
-    """A started channel that takes messages nobody asked for (HTTP only with a push_url)."""
-    return bool(getattr(channel, "pushes", False) or getattr(channel, "push", None) is not None)
-
-
 def build_reminders(
     settings: Settings, storage: SqlStorage, chat_settings: CachedChatSettings, clock: Clock
 ) -> Reminders | None:
@@ -94,17 +89,28 @@ def build_scheduler(
     settings: Settings,
     storage: SqlStorage,
     processor: MessageProcessor,
-    push_routes: ChannelRoutes,
     chat_settings: CachedChatSettings,
     clock: Clock,
 ) -> Scheduler:
-    outbox = Outbox(push_routes, storage.intake)
+    outbox = processor.outbox  # the one door out
 
     async def run_task(message: InboundMessage) -> str | None:
+        """Run the task's turn; the processor delivers its answer. Where the channel
+        only answers waiting requests (HTTP), the stored answer is returned for the
+        scheduler to send to the push target."""
         try:
-            return await processor.handle(message)
+            await processor.handle(message)
         except ShuttingDown:
             return None  # accepted: the intake's recovery answers it after the restart
+        if outbox.pushes(message.platform) or message.message_id is None:
+            return None
+        entry = await storage.intake.by_message(
+            message.platform, message.chat_id, message.message_id
+        )
+        if entry is None or entry.state != "answered" or entry.reply_turn_id is None:
+            return None
+        reply = await storage.turn_content(entry.reply_turn_id)
+        return reply.content if reply is not None else None
 
     async def task_outcome(message: InboundMessage) -> str | None:
         assert message.message_id is not None

@@ -11,8 +11,8 @@ from __future__ import annotations
 from datetime import UTC, date
 from typing import Protocol
 
+from core.clock import WallClock, utc_now
 from core.messages import ChatType, InboundMessage, Reply
-from core.usage.meter import WallClock, utc_now
 from core.usage.quota import QuotaLimits
 from memory.usage import GroupBy, UsageGroup, UsageScope, UsageTotals
 

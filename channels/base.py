@@ -7,14 +7,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
-from core.messages import ImageRef, InboundMessage, OutboundMessage, Reply, Sent
+from core.messages import ImageRef, InboundMessage, OutboundMessage, Sent
 
 ChannelState = Literal["running", "reconnecting", "stopped"]
 
 # The one callback a channel needs: hand every message in (the daemon decides commands,
 # triggers and the per-user rate limit; a channel only reports facts such as mentions_bot
-# and reply_to_bot), maybe get a reply back. The channel splits and sends it.
-MessageHandler = Callable[[InboundMessage], Awaitable[Reply | None]]
+# and reply_to_bot). Nothing comes back: every answer reaches the chat through the
+# channel's send() (core/delivery.py). It may raise core.messages.TryLater: the message
+# is kept and answered after a restart (HTTP says 503; the others stay silent).
+MessageHandler = Callable[[InboundMessage], Awaitable[None]]
 
 
 @dataclass
@@ -27,8 +29,8 @@ class Channel(Protocol):
     """A platform adapter: turns platform events into InboundMessages and sends replies."""
 
     name: str
-    # True: the core sends replies through send() (and recovery can, after a crash).
-    # False (HTTP): the reply travels back in the response to the request.
+    # True: send() reaches a chat with no request waiting (recovery after a crash, a
+    # reminder). False (HTTP): send() answers only a request still waiting for it.
     pushes: bool
 
     async def start(self, handler: MessageHandler) -> None: ...

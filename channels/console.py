@@ -14,6 +14,7 @@ import concurrent.futures
 import contextlib
 import logging
 import threading
+from datetime import UTC, datetime
 from typing import BinaryIO, TextIO
 
 from channels.base import ChannelHealth, MessageHandler
@@ -25,6 +26,7 @@ from core.messages import (
     InboundMessage,
     OutboundMessage,
     Sent,
+    TryLater,
 )
 
 log = logging.getLogger(__name__)
@@ -99,6 +101,7 @@ class ConsoleChannel:
             self._say(message.text)
         except _OutputClosed:
             raise DeliveryError("the console output is closed") from None
+        self._health.last_ok = datetime.now(UTC)
         return Sent()
 
     def restore_image(self, locator: str, mime: str | None, name: str) -> ImageRef | None:
@@ -139,17 +142,15 @@ class ConsoleChannel:
             text=text,
         )
         try:
-            reply = await handler(message)
+            await handler(message)  # the answer comes back through send()
+        except TryLater:
+            pass  # kept; answered after the restart
         except Exception as exc:
             # The person at the terminal gets an apology, not a traceback; details go to
             # the log at debug level so they do not scribble over the conversation.
             log.error("console message failed: %s", type(exc).__name__)
             log.debug("console message failure details", exc_info=True)
             self._say(APOLOGY)
-            return
-        if reply is not None and reply.text:
-            self._health.last_ok = message.timestamp
-            self._say(reply.text)
 
     async def _next_line(self) -> str | None:
         if not isinstance(self._input, asyncio.StreamReader):

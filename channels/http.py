@@ -3,8 +3,10 @@
 `POST /v1/chat` hands one message to the daemon and answers with its reply in the same
 response; `GET /healthz` reports every channel's state. Other parts of the daemon may add
 their own routes to the same server (`registrars`: the operator's console does). HTTP is
-request/response, so the reply travels back in the response: there is no way to push an
-unsolicited message, and `send()` drops it (logged at debug).
+request/response: the daemon sends its answer through `send()` like on every platform,
+and `send()` hands it to the request waiting for it (a future per request, paired by
+`request_id`). A message with no request waiting (the reply to a request that died in a
+crash) is refused with DeliveryError; the caller's retry reads the stored reply.
 
 Why it is strict: a typo'd field name ("chatid") would otherwise route a message into the
 wrong conversation, and a huge body would be read into memory before anyone said no. So
@@ -22,6 +24,7 @@ import hashlib
 import hmac
 import json
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -42,6 +45,7 @@ from core.messages import (
     InboundMessage,
     OutboundMessage,
     Sent,
+    TryLater,
 )
 
 log = logging.getLogger(__name__)
@@ -91,7 +95,7 @@ class ChatRequest:
     mentions_bot: bool = False
     reply_to_bot: bool = False
 
-    def to_inbound(self) -> InboundMessage:
+    def to_inbound(self, request_id: str | None = None) -> InboundMessage:
         return InboundMessage(
             platform=PLATFORM,
             chat_id=self.chat_id,
@@ -102,6 +106,7 @@ class ChatRequest:
             message_id=scoped_message_id(self.user_id, self.message_id),
             mentions_bot=self.mentions_bot,
             reply_to_bot=self.reply_to_bot,
+            request_id=request_id,
         )
 
 
@@ -233,7 +238,7 @@ class HttpChannel:
     """Channel Protocol implementation serving the JSON API on aiohttp.web."""
 
     name = "http"
-    pushes = False  # the reply travels back in the response
+    pushes = False  # send() only answers a request still waiting for it
 
     def __init__(
         self,
@@ -263,6 +268,8 @@ class HttpChannel:
         self._listener: asyncio.Server | None = None
         self._cap: ConnectionCap | None = None
         self._health = ChannelHealth()
+        # The requests waiting for their answer, by request_id; send() resolves them.
+        self._waiting: dict[str, asyncio.Future[OutboundMessage]] = {}
         self.port: int | None = None
 
     async def start(self, handler: MessageHandler) -> None:
@@ -318,10 +325,15 @@ class HttpChannel:
             await listener.wait_closed()
 
     async def send(self, message: OutboundMessage) -> Sent:
-        if self.push is not None and message.reminder_id is not None:
-            return await self.push.send(message)
-        # Request/response only: nobody is listening for a message nobody asked for.
-        raise DeliveryError("HTTP cannot push a message; the caller retries its request")
+        """Hand `message` to the request waiting for it. DeliveryError when none waits
+        (its request is gone): the caller's retry with the same message_id reads it."""
+        if self.push is not None and message.reminder_id is not None and not message.request_id:
+            return await self.push.send(message)  # a reminder: POSTed to [http] push_url
+        waiting = self._waiting.get(message.request_id) if message.request_id else None
+        if waiting is None or waiting.done():
+            raise DeliveryError("no HTTP request is waiting; the caller's retry reads the reply")
+        waiting.set_result(message)
+        return Sent()
 
     def restore_image(self, locator: str, mime: str | None, name: str) -> ImageRef | None:
         return None  # the HTTP API takes no images
@@ -348,22 +360,28 @@ class HttpChannel:
         handler = self._handler
         if handler is None:
             return _error(503, "channel is stopping")
+        request_id = uuid.uuid4().hex
+        answer: asyncio.Future[OutboundMessage] = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = answer
         try:
-            reply = await handler(chat.to_inbound())
-        except Exception:
-            log.exception("handler failed on an HTTP message for chat %s", chat.chat_id)
-            return _error(500, "internal error")
-        self._health.last_ok = datetime.now(UTC)
-        if reply is not None and reply.retry_after_s is not None:
+            await handler(chat.to_inbound(request_id))
+        except TryLater as later:
             return _error(
                 503,
                 "not answered now (restarting or busy): send it again with the same "
                 "message_id after Retry-After",
-                headers={"Retry-After": str(round(reply.retry_after_s))},
+                headers={"Retry-After": str(round(later.retry_after_s))},
             )
-        if reply is None:
+        except Exception:
+            log.exception("handler failed on an HTTP message for chat %s", chat.chat_id)
+            return _error(500, "internal error")
+        finally:
+            del self._waiting[request_id]
+        self._health.last_ok = datetime.now(UTC)
+        if not answer.done():
             return web.json_response({"reply": None})
-        return web.json_response({"reply": reply.text, "private": reply.private})
+        reply = answer.result()
+        return web.json_response({"reply": reply.text, "private": reply.private_to is not None})
 
     async def _healthz(self, request: web.Request) -> web.Response:
         try:

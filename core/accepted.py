@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from core.delivery import ChannelRoutes
-from core.messages import Attachment, ChatType, ImageRef, InboundMessage, OutboundMessage
+from core.messages import (
+    Attachment,
+    ChatType,
+    ImageRef,
+    InboundMessage,
+    OutboundMessage,
+    Person,
+)
 from memory.types import IntakeDraft, IntakeEntry
 
 
@@ -75,7 +84,17 @@ def reply_for(message: InboundMessage, text: str, *, late: bool) -> OutboundMess
         text=text,
         reply_to_message_id=message.message_id if quote else None,
         thread_id=message.thread_id,
+        request_id=message.request_id,
     )
+
+
+def notice_for(message: InboundMessage, text: str, *, private: bool = False) -> OutboundMessage:
+    """Our own answer to `message` (a command's, a notice): plain text, quoting it in a
+    group; `private` asks for it in a DM with the sender (see OutboundMessage.private_to)."""
+    answer = reply_for(message, text, late=False)
+    in_group = message.chat_type is ChatType.GROUP
+    to = Person(message.sender_id, message.sender_name) if private and in_group else None
+    return replace(answer, plain=True, private_to=to)
 
 
 def _restore(entry: IntakeEntry, item: dict[str, object], routes: ChannelRoutes | None) -> ImageRef:

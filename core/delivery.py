@@ -1,17 +1,34 @@
-"""Where replies go out: the started channels, found by platform name.
+"""The one door out: every message the bot sends leaves through here.
 
-Why the core sends instead of handing the reply back to the channel: a reply is only
-`delivered` once the platform confirmed it, and recovery must be able to send a reply
-whose original request is long gone (after a crash, on another replica). Both paths
-go through here, so both meet the same channel code and the same state rules.
+Model replies, command answers, notices, apologies and messages nobody asked for at
+that moment (reminders) are all an OutboundMessage handed to the `Outbox`, which finds
+the chat's channel (`ChannelRoutes`), sends, and records what was sent: a turn's reply
+is `delivered` on its intake row only once the platform confirmed it, anything else is
+logged with the platform's message ids.
+
+Why the core sends instead of handing the reply back up to the channel: recovery must
+be able to send a reply whose original request is long gone (after a crash, on another
+replica), and the next features (voice replies, reminders, files) have no request to
+answer at all. One door keeps every send on the same channel code and the same rules.
+A channel that answers in its response (HTTP) pairs each waiting request with the
+message sent for it (`OutboundMessage.request_id`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
-from core.messages import Attachment, DeliveryError, ImageRef, OutboundMessage, Sent
+from core.messages import (
+    Attachment,
+    DeliveryError,
+    ImageRef,
+    InboundMessage,
+    OutboundMessage,
+    Sent,
+)
 from core.storage import Intake
 from core.streaming import ReplyStream, StreamRecorder
 
@@ -19,9 +36,13 @@ log = logging.getLogger(__name__)
 
 
 class Outlet(Protocol):
-    """The part of a channel the core needs: send, and rebuild an image from its locator."""
+    """The part of a channel the core needs: send, and rebuild an image from its locator.
+
+    `pushes`: the channel can reach a chat when no request of it is waiting (Telegram,
+    QQ, the console; HTTP only with a push target)."""
 
     name: str
+    pushes: bool
 
     async def send(self, message: OutboundMessage) -> Sent | None: ...
 
@@ -44,12 +65,30 @@ class ChannelRoutes:
     def can_send(self, platform: str) -> bool:
         return platform in self._outlets
 
+    def can_push(self, platform: str) -> bool:
+        """A message nobody is waiting for can reach this platform's chats."""
+        outlet = self._outlets.get(platform)
+        return outlet is not None and outlet.pushes
+
+    def takes_proactive(self, platform: str) -> bool:
+        """A message nobody asked for can reach this platform: it pushes, or it has a
+        push target for such messages (HTTP with `[http] push_url`)."""
+        outlet = self._outlets.get(platform)
+        return outlet is not None and (outlet.pushes or getattr(outlet, "push", None) is not None)
+
     async def deliver(self, message: OutboundMessage) -> Sent:
         """Send through the message's channel; DeliveryError when it cannot be sent now."""
         outlet = self._outlets.get(message.platform)
         if outlet is None:
             raise DeliveryError(f"no {message.platform} channel is running")
         return await outlet.send(message) or Sent()
+
+    def working(self, message: InboundMessage) -> AbstractAsyncContextManager[None]:
+        """While the daemon makes an answer to `message`: what its channel shows for
+        that (Telegram: "typing…", a slow group answer's ack reaction), if anything."""
+        outlet = self._outlets.get(message.platform)
+        shows = getattr(outlet, "working", None)
+        return shows(message) if shows is not None else contextlib.nullcontext()
 
     def open_stream(self, message: OutboundMessage, record: StreamRecorder) -> ReplyStream | None:
         """A preview stream when the message's channel can show one for this chat."""
@@ -75,26 +114,35 @@ class ChannelRoutes:
 
 
 class Outbox:
-    """Replies to accepted messages on their way out, and the intake row told about it.
+    """Every message on its way out, and the record of what was sent.
 
-    Why beside the routes: a reply is `delivered` only once the platform confirmed it,
-    and a preview's messages are recorded on the row while it streams; the live path
-    and recovery both send through here, so both keep the same rules.
+    Why one class for replies, notices and proactive messages: a reply is `delivered`
+    only once the platform confirmed it, a preview's messages are recorded on the row
+    while it streams, and the live path, recovery, commands and reminders all send
+    through here, so all of them meet the same channel code and keep the same rules.
     """
 
     def __init__(self, routes: ChannelRoutes | None, intake: Intake) -> None:
         self._routes = routes
         self._intake = intake
 
-    def delivers(self, platform: str) -> bool:
-        """The core sends this platform's replies (False: HTTP answers in its response)."""
-        return self._routes is not None and self._routes.can_send(platform)
+    def pushes(self, platform: str) -> bool:
+        """This platform's chats can be sent a message nobody is waiting for (False:
+        HTTP, where a reply whose request is gone is read by the caller's retry)."""
+        return self._routes is not None and self._routes.can_push(platform)
+
+    def working(self, message: InboundMessage) -> AbstractAsyncContextManager[None]:
+        """Shown in the chat while an answer to `message` is made (the dispatcher's
+        decision that it will be answered; see ChannelRoutes.working)."""
+        if self._routes is None:
+            return contextlib.nullcontext()
+        return self._routes.working(message)
 
     def open_stream(self, entry_id: int, target: OutboundMessage) -> ReplyStream | None:
         """A preview of the reply while it is written, where the channel shows one; the
         channel's record of its messages goes on the row, so a crash mid-stream is
         finished in those same messages (`target.resume` next time), not in a copy."""
-        if self._routes is None or not self.delivers(target.platform):
+        if self._routes is None:
             return None
 
         async def record(delivery: dict[str, Any]) -> None:
@@ -105,9 +153,9 @@ class Outbox:
     async def deliver(
         self, entry_id: int, outbound: OutboundMessage, stream: ReplyStream | None = None
     ) -> bool:
-        """Send (or finish the preview with) the reply; the row becomes `delivered` once
-        the platform confirmed it, `failed` when it can never be delivered. False: not
-        delivered now, recovery tries again."""
+        """Send (or finish the preview with) a turn's reply; the row becomes `delivered`
+        once the platform confirmed it, `failed` when it can never be delivered. False:
+        not delivered now; recovery tries again (HTTP: the caller's retry reads it)."""
         try:
             sent = await self._send(outbound, stream)
         except DeliveryError as exc:
@@ -120,11 +168,17 @@ class Outbox:
                 )
                 await self._intake.move(entry_id, "failed", expected=["answered"])
                 return True
+            later = (
+                "recovery will try again"
+                if self.pushes(outbound.platform)
+                else ("kept for the caller's retry")
+            )
             log.warning(
-                "reply to %s:%s not delivered yet (%s); recovery will try again",
+                "reply to %s:%s not delivered yet (%s); %s",
                 outbound.platform,
                 outbound.chat_id,
                 exc,
+                later,
             )
             return False
         await self._intake.move(
@@ -137,16 +191,32 @@ class Outbox:
         task's answer): sent through the same channel code as replies. Raises
         DeliveryError when the chat cannot be reached now (no such channel running, the
         platform refused it, an HTTP chat with no push target)."""
+        routes = self._routes
+        if (
+            routes is not None
+            and routes.can_send(outbound.platform)
+            and not routes.takes_proactive(outbound.platform)
+        ):
+            raise DeliveryError(
+                f"{outbound.platform} chats can only be answered, not sent to: the channel "
+                "replies in its responses and has no push target"
+            )
         return await self._send(outbound, None)
 
-    async def tell(self, outbound: OutboundMessage, stream: ReplyStream | None = None) -> None:
-        """Best effort, for a message that is settled already (an apology)."""
+    async def tell(self, outbound: OutboundMessage, stream: ReplyStream | None = None) -> bool:
+        """Best effort, for a message no state waits on (a command's answer, a notice,
+        an apology): a failure is logged, never raised. True when it was sent."""
         try:
-            await self._send(outbound, stream)
+            sent = await self._send(outbound, stream)
         except DeliveryError as exc:
             log.warning(
-                "apology to %s:%s not delivered: %s", outbound.platform, outbound.chat_id, exc
+                "message to %s:%s not delivered: %s", outbound.platform, outbound.chat_id, exc
             )
+            return False
+        log.debug(
+            "sent to %s:%s as %s", outbound.platform, outbound.chat_id, list(sent.message_ids)
+        )
+        return True
 
     async def _send(self, outbound: OutboundMessage, stream: ReplyStream | None) -> Sent:
         if stream is not None:

@@ -70,6 +70,9 @@ class InboundMessage:
     chat_title: str | None = None  # a group's name where the platform says it (console)
     attachments: tuple[Attachment, ...] = ()  # documents, voice notes, audio
     reply_text: str | None = None  # the replied-to message's text (its links are read too)
+    # The channel's handle of a request still waiting for its answer (HTTP pairs each
+    # request with the reply sent for it); never stored, so a recovered message has none.
+    request_id: str | None = None
 
     @property
     def chat_key(self) -> str:
@@ -83,8 +86,17 @@ class InboundMessage:
 
 
 @dataclass(frozen=True)
+class Person:
+    """Someone a message is for: the platform's user id and the name shown for them."""
+
+    user_id: str
+    name: str = ""
+
+
+@dataclass(frozen=True)
 class OutboundMessage:
-    """A reply on its way back through the channel it came from."""
+    """Anything the bot sends (a reply, a command's answer, a notice, an apology, a
+    reminder), handed to core/delivery.py, which sends it through the chat's channel."""
 
     platform: str
     chat_id: str
@@ -103,23 +115,37 @@ class OutboundMessage:
     # The reminder (or scheduled task) this message delivers, for channels that report
     # it (the HTTP push body).
     reminder_id: int | None = None
+    # Deliver in a private chat with this person instead, where the platform allows
+    # (`/memory show` typed in a group); a channel that cannot says so in the chat.
+    private_to: Person | None = None
+    # Our own text (a command's answer, a notice): shown as written, not read as Markdown.
+    plain: bool = False
+    # The waiting request this answers (InboundMessage.request_id); None: nobody waits.
+    request_id: str | None = None
 
 
 @dataclass(frozen=True)
 class Reply:
-    """What the daemon answers to one inbound message.
+    """What a command answers; the dispatcher sends it as an OutboundMessage.
 
-    `retry_after_s` means the message was taken in but cannot be answered now (the
-    daemon is restarting); a channel that answers in its response (HTTP) says 503 with
-    Retry-After, the others stay silent (the message is answered after the restart).
-
-    `private` asks the channel to deliver it in a DM with the sender where the platform
-    allows (e.g. `/memory show` typed in a group); a channel that cannot, says so instead.
+    `private` asks for it in a DM with the sender where the platform allows (e.g.
+    `/memory show` typed in a group); a channel that cannot, says so instead.
     """
 
     text: str
     private: bool = False
-    retry_after_s: float | None = None  # not answered now: the sender should try again
+
+
+class TryLater(Exception):
+    """The message was taken in but is not answered now (the daemon is restarting).
+
+    Raised by the message handler: a channel that answers in its response (HTTP) says
+    503 with Retry-After; the others stay silent (the message is answered after the
+    restart)."""
+
+    def __init__(self, retry_after_s: float) -> None:
+        super().__init__(f"try again in {retry_after_s:.0f}s")
+        self.retry_after_s = retry_after_s
 
 
 @dataclass(frozen=True)

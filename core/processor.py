@@ -32,7 +32,6 @@ from memory.types import (
     NewTurn,
     Turn,
     TurnKind,
-    TurnState,
 )
 
 log = logging.getLogger(__name__)
@@ -117,13 +116,17 @@ class MessageProcessor:
         self._closing = False
         self._last_reports: LRUCache[str, ContextReport] = LRUCache(maxsize=REPORTS_KEPT)
 
-    async def handle(self, message: InboundMessage) -> str | None:
-        """Accept one triggered message and answer it.
+    @property
+    def outbox(self) -> Outbox:
+        """The one door out: the dispatcher sends command answers and notices here too."""
+        return self._outbox
 
-        Returns the reply text when the caller must deliver it (a channel the core
-        cannot send through, such as HTTP); None when it was delivered here, or is a
-        duplicate delivery of a message handled elsewhere. Raises ShuttingDown during a
-        drain: the message is stored and answered after the restart.
+    async def handle(self, message: InboundMessage) -> None:
+        """Accept one triggered message and answer it through the outbox.
+
+        A duplicate delivery of a message handled elsewhere is not answered again (a
+        retried HTTP request is sent the first try's reply). Raises ShuttingDown during
+        a drain: the message is stored and answered after the restart.
         """
         if self._overloaded():
             return await self._turn_away(message)
@@ -139,17 +142,17 @@ class MessageProcessor:
             if entry is None:
                 return await self._duplicate(message)
             raise ShuttingDown
-        return await self._run(entry, message, place, late=False)
+        await self._run(entry, message, place, late=False)
 
     def _overloaded(self) -> bool:
         return self._serial.places >= self._options.max_in_flight + self._options.max_waiting
 
-    async def _turn_away(self, message: InboundMessage) -> str | None:
+    async def _turn_away(self, message: InboundMessage) -> None:
         """Overload, decided before anything is stored or started: a caller that can send
         again (HTTP) is told to (Overloaded, nothing stored); a message a platform will not
         send again is stored `pending` and left to recovery, which answers it once there
         is room (here or on another replica). Never half-accepted."""
-        if not self._outbox.delivers(message.platform):
+        if not self._outbox.pushes(message.platform):
             raise Overloaded
         entry = await self._store.intake.accept(intake_draft(message))
         if entry is None:
@@ -160,7 +163,6 @@ class MessageProcessor:
             message.message_id,
             message.chat_key,
         )
-        return None
 
     def is_busy(self, chat_key: str) -> bool:
         """Accepted messages of this chat are in flight (or queued) in this process."""
@@ -201,11 +203,7 @@ class MessageProcessor:
 
     async def redeliver(self, entry: IntakeEntry) -> bool:
         """Recovery: send an `answered` reply that never went out. False: skipped."""
-        if (
-            self._closing
-            or self.is_busy(entry.chat_key)
-            or not self._outbox.delivers(entry.platform)
-        ):
+        if self._closing or self.is_busy(entry.chat_key) or not self._outbox.pushes(entry.platform):
             return False
         if entry.reply_turn_id is None:
             return False
@@ -221,61 +219,50 @@ class MessageProcessor:
             resumed = replace(outbound, resume=fresh.delivery or None)
             return await self._outbox.deliver(entry.id, resumed)
 
-    async def _duplicate(self, message: InboundMessage) -> str | None:
-        """A re-delivered message: nothing new is answered. A caller that must deliver the
-        reply itself (HTTP retry) waits for the first try's stored reply."""
-        if self._outbox.delivers(message.platform) or message.message_id is None:
+    async def _duplicate(self, message: InboundMessage) -> None:
+        """A re-delivered message: nothing new is answered. Where a reply whose request
+        is gone cannot be pushed (HTTP), the retry is sent the first try's stored reply."""
+        if self._outbox.pushes(message.platform) or message.message_id is None:
             log.info(
                 "duplicate delivery of %s message %s ignored", message.chat_key, message.message_id
             )
-            return None
-        deadline = asyncio.get_running_loop().time() + DUPLICATE_WAIT_S
-        delay = 0.05
-        while True:
-            entry = await self._store.intake.by_message(
-                message.platform, message.chat_id, message.message_id
-            )
-            if entry is None or entry.state in ("failed", "expired"):
-                return None
-            if entry.state in ("answered", "delivered") and entry.reply_turn_id is not None:
-                reply = await self._store.turn_content(entry.reply_turn_id)
-                if reply is not None:
-                    await self._store.intake.move(entry.id, "delivered", expected=["answered"])
-                    return reply.content
-            if self._closing:
-                raise ShuttingDown
-            if asyncio.get_running_loop().time() > deadline:
-                return None
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
+            return
+        platform, chat_id, message_id = message.platform, message.chat_id, message.message_id
+        await self._send_stored(
+            message, lambda: self._store.intake.by_message(platform, chat_id, message_id)
+        )
 
     async def _answered_elsewhere(
         self, entry: IntakeEntry, message: InboundMessage, late: bool
-    ) -> str | None:
+    ) -> None:
         """Someone else settled this message first (another replica's recovery took it
         while it waited here for a place). A caller waiting for the reply in its response
-        (HTTP) gets that answer, never an empty one; a pushing channel sends nothing more."""
-        if late or self._outbox.delivers(message.platform):
-            return None
-        return await self._stored_answer(entry.id)
+        (HTTP) is sent that answer, never an empty one; a pushing channel gets nothing more."""
+        if late or self._outbox.pushes(message.platform):
+            return
+        await self._send_stored(message, lambda: self._store.intake.get(entry.id))
 
-    async def _stored_answer(self, entry_id: int) -> str | None:
-        """Wait (bounded) for the intake row's reply; None when it failed or expired."""
+    async def _send_stored(
+        self, message: InboundMessage, read: Callable[[], Awaitable[IntakeEntry | None]]
+    ) -> None:
+        """Wait (bounded) for the intake row's stored reply and send it to the request
+        waiting for it; nothing when the row failed or expired, or the wait ran out."""
         deadline = asyncio.get_running_loop().time() + DUPLICATE_WAIT_S
         delay = 0.05
         while True:
-            entry = await self._store.intake.get(entry_id)
+            entry = await read()
             if entry is None or entry.state in ("failed", "expired"):
-                return None
+                return
             if entry.state in ("answered", "delivered") and entry.reply_turn_id is not None:
                 reply = await self._store.turn_content(entry.reply_turn_id)
                 if reply is not None:
-                    await self._store.intake.move(entry.id, "delivered", expected=["answered"])
-                    return reply.content
+                    again = reply_for(message, reply.content, late=False)
+                    await self._outbox.deliver(entry.id, again)
+                    return
             if self._closing:
                 raise ShuttingDown
             if asyncio.get_running_loop().time() > deadline:
-                return None
+                return
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
 
@@ -286,7 +273,7 @@ class MessageProcessor:
         place: ChatTicket,
         *,
         late: bool,
-    ) -> str | None:
+    ) -> None:
         async with self._tasks.track(), place:
             async with self._store.chat_lock(message.platform, message.chat_id):
                 return await self._answer_entry(entry, message, late)
@@ -313,9 +300,7 @@ class MessageProcessor:
             )
         return cancelled
 
-    async def _answer_entry(
-        self, entry: IntakeEntry, message: InboundMessage, late: bool
-    ) -> str | None:
+    async def _answer_entry(self, entry: IntakeEntry, message: InboundMessage, late: bool) -> None:
         """Under the chat's lock: ask the model, then store the user turn, the tool turns
         and the reply in the transaction that settles the intake row, and send.
 
@@ -370,16 +355,11 @@ class MessageProcessor:
             log.warning("model call failed for %s: %s (%s)", message.chat_key, exc.kind, exc)
             apology = APOLOGY.get(exc.kind, GENERIC_APOLOGY)
             return await self._apologise(entry, message, user_turn, apology, stream)
-        delivers = self._outbox.delivers(message.platform)
-        # HTTP: the response is the delivery; a recovered one waits for the caller's retry.
-        final: TurnState = "delivered" if not delivers and not late else "answered"
         turns = [user_turn, *(self._bot_turn(message, draft) for draft in result.drafts())]
-        if not await self._store.settle(entry.id, turns, final):
+        if not await self._store.settle(entry.id, turns, "answered"):
             return await self._answered_elsewhere(entry, message, late)
         # What fell out of this context: the oldest turns of the history it was given.
         self._maybe_compact(message, found.history[: built.report.history_dropped], found.summary)
-        if not delivers:
-            return None if late else result.reply
         outbound = reply_for(message, result.reply, late=late)
         if self._speak is not None and not late:
             outbound = replace(
@@ -395,13 +375,11 @@ class MessageProcessor:
         user_turn: NewTurn,
         text: str,
         stream: ReplyStream | None,
-    ) -> str | None:
+    ) -> None:
         """A model failure: the user turn is kept, the message is `failed` (not retried
         later), and the user is told so (in place of any preview already shown)."""
         if not await self._store.settle(entry.id, [user_turn], "failed"):
             return await self._answered_elsewhere(entry, message, False)
-        if not self._outbox.delivers(message.platform):
-            return text
         await self._outbox.tell(reply_for(message, text, late=False), stream)
         return None
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from dataclasses import dataclass
+
+from core.clock import Ticker
 
 RATE_NOTICE = "You're sending messages faster than I can answer. Please wait a minute."
 
@@ -36,7 +38,7 @@ class RateLimiter:
         limit: int,
         *,
         window_s: float = 60.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Ticker = time.monotonic,
         max_keys: int = 10_000,
     ) -> None:
         if limit < 0 or window_s <= 0 or max_keys < 1:

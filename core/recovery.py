@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 
+from core.clock import WallClock, utc_now
 from memory.types import IntakeEntry, IntakeStats
 
 log = logging.getLogger(__name__)
-
-Clock = Callable[[], datetime]
 
 
 class OpenTurns(Protocol):
@@ -64,12 +63,12 @@ class Recovery:
         finisher: Finisher,
         options: RecoveryOptions | None = None,
         *,
-        clock: Clock | None = None,
+        clock: WallClock | None = None,
     ) -> None:
         self._turns = turns
         self._finisher = finisher
         self._options = options or RecoveryOptions()
-        self._clock = clock or (lambda: datetime.now(UTC))
+        self._clock = clock or utc_now
         self.counters = RecoveryCounters()
 
     @property

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
+from datetime import date
 from typing import Any, Protocol
 
 from memory.types import (
+    DaySpend,
     IntakeDraft,
     IntakeEntry,
     MemoryStore,
@@ -15,6 +17,7 @@ from memory.types import (
     TurnMaterial,
     TurnState,
     TurnStore,
+    UsageDelta,
 )
 
 
@@ -63,3 +66,18 @@ class Store(TurnStore, MemoryStore, Protocol):
         nothing stored) when it was no longer pending."""
 
     def try_chat_lock(self, platform: str, chat_id: str) -> AbstractAsyncContextManager[bool]: ...
+
+
+class UsageSink(Protocol):
+    """Where the usage meter adds what model calls cost (memory.usage.UsageStore)."""
+
+    async def add(self, deltas: Sequence[UsageDelta]) -> None: ...
+
+
+class SpendReader(Protocol):
+    """One day's spend of a user, a chat and everyone, for the quotas
+    (memory.usage.UsageStore)."""
+
+    async def spent_on(
+        self, day: date, platform: str, chat_id: str, user_id: str, *, everyone: bool = True
+    ) -> DaySpend: ...

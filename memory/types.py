@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Literal, Protocol
 
 Role = Literal["user", "assistant", "tool", "system"]
@@ -177,3 +177,37 @@ class IntakeStats:
     pending: int
     answered: int
     oldest_pending: datetime | None
+
+
+# A usage counter row's key (memory/usage.py sums per key and day).
+USAGE_KEY = ("day", "platform", "chat_id", "user_id", "model", "purpose")
+
+
+@dataclass(frozen=True)
+class UsageDelta:
+    """What some model calls cost, to be added to the day's row of its key."""
+
+    day: date  # UTC
+    platform: str
+    chat_id: str
+    user_id: str
+    model: str
+    purpose: str  # one of memory.models.USAGE_PURPOSES
+    prompt_tokens: int
+    completion_tokens: int
+    calls: int = 1
+    estimated_calls: int = 0  # of `calls`, how many were counted by us (no API usage)
+    cached_tokens: int = 0  # of prompt_tokens, what the provider said it served from cache
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in USAGE_KEY)
+
+
+@dataclass(frozen=True)
+class DaySpend:
+    """One day's tokens of a user, of a chat and of everyone (what quotas compare)."""
+
+    user: int = 0
+    chat: int = 0
+    everyone: int = 0

@@ -18,32 +18,12 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from memory.migrate import Database
 from memory.models import NAME_LEN, USAGE_PURPOSES, UsageRow, check_key
+from memory.types import USAGE_KEY as _KEY
+from memory.types import DaySpend, UsageDelta  # store types, kept free of SQLAlchemy
 
 GroupBy = Literal["user", "chat", "model", "purpose", "day"]
 GROUP_BY: tuple[GroupBy, ...] = ("day", "user", "chat", "model", "purpose")
-_KEY = ("day", "platform", "chat_id", "user_id", "model", "purpose")
 _COUNTS = ("prompt_tokens", "completion_tokens", "calls", "estimated_calls", "cached_tokens")
-
-
-@dataclass(frozen=True)
-class UsageDelta:
-    """What some model calls cost, to be added to the day's row of its key."""
-
-    day: date  # UTC
-    platform: str
-    chat_id: str
-    user_id: str
-    model: str
-    purpose: str  # one of memory.models.USAGE_PURPOSES
-    prompt_tokens: int
-    completion_tokens: int
-    calls: int = 1
-    estimated_calls: int = 0  # of `calls`, how many were counted by us (no API usage)
-    cached_tokens: int = 0  # of prompt_tokens, what the provider said it served from cache
-
-    @property
-    def key(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in _KEY)
 
 
 @dataclass(frozen=True)
@@ -81,15 +61,6 @@ class UsageGroup:
 
     key: str
     totals: UsageTotals
-
-
-@dataclass(frozen=True)
-class DaySpend:
-    """One day's tokens of a user, of a chat and of everyone (what quotas compare)."""
-
-    user: int = 0
-    chat: int = 0
-    everyone: int = 0
 
 
 def check_delta(delta: UsageDelta) -> None:

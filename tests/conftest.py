@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
+from core.llm import OpenAIProvider
 from memory.store import SqlStorage, open_storage
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.telegram_server import FakeTelegram
 
 TEST_DATABASE_ENV = "CHATTERD_TEST_DATABASE_URL"
 
@@ -75,3 +78,57 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     }
     for reason in sorted(reasons):
         terminalreporter.write_line(reason, yellow=True)
+
+
+# -- shared fakes: one definition each, used across the test files ---------------------
+
+
+@pytest.fixture
+async def tg(request: pytest.FixtureRequest) -> AsyncIterator[FakeTelegram]:
+    """The fake Bot API (bot @chatterd_test_bot). In a module whose `clock` fixture is a
+    virtual clock (it has `monotonic`), the fake keeps that clock's time."""
+    try:
+        clock = request.getfixturevalue("clock")
+    except pytest.FixtureLookupError:
+        clock = None
+    monotonic = getattr(clock, "monotonic", None)
+    extra: dict[str, Any] = {"clock": monotonic} if callable(monotonic) else {}
+    async with FakeTelegram(**extra) as fake:
+        yield fake
+
+
+MakeProvider = Callable[..., OpenAIProvider]
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeOpenAI]:
+    """A fake OpenAI-compatible server with its default script."""
+    async with FakeOpenAI() as server:
+        yield server
+
+
+@pytest.fixture
+async def make_provider(
+    fake: FakeOpenAI, request: pytest.FixtureRequest
+) -> AsyncIterator[MakeProvider]:
+    """Makes OpenAIProviders on `fake` (closed after the test): the model "test-model",
+    5 s timeout, no retries, then the module's `PROVIDER_DEFAULTS`, then the call's."""
+    made: list[OpenAIProvider] = []
+    module_defaults = getattr(request.module, "PROVIDER_DEFAULTS", {})
+
+    def make(**kw: object) -> OpenAIProvider:
+        args: dict[str, object] = {
+            "base_url": fake.base_url,
+            "model": "test-model",
+            "timeout_s": 5.0,
+            "max_retries": 0,
+            **module_defaults,
+            **kw,
+        }
+        provider = OpenAIProvider(**args)  # type: ignore[arg-type]
+        made.append(provider)
+        return provider
+
+    yield make
+    for provider in made:
+        await provider.close()

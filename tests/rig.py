@@ -9,9 +9,10 @@ what a test must own (its storage, an image reader) through `bot.app.Seams`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from bot.app import App, Seams, TurnPath
 from bot.commands import Commands
 from bot.config import Settings
 from bot.dispatcher import Dispatcher
-from core.messages import ChatType, InboundMessage
+from core.messages import ChatType, DeliveryError, InboundMessage, OutboundMessage, Reply, Sent
 from core.processor import ImageReader, MessageProcessor
 from core.tools.search import SearchBackend
 from memory.store import SqlStorage
@@ -76,6 +77,55 @@ async def turn_path(settings: Settings, seams: Seams) -> AsyncIterator[tuple[App
         await app.stop(2.0)
 
 
+class Waiting:
+    """The rig's channel for its (Telegram-shaped) messages: like HTTP, it answers only a
+    request still waiting, paired by request_id (see channels/http.py), so a test reads
+    what the one door out sent for the message it handed in."""
+
+    pushes = False
+
+    def __init__(self, name: str = "telegram") -> None:
+        self.name = name
+        self.sent: list[OutboundMessage] = []
+        self._waiting: dict[str, list[OutboundMessage]] = {}
+
+    async def send(self, message: OutboundMessage) -> Sent:
+        answers = self._waiting.get(message.request_id or "")
+        if answers is None:
+            raise DeliveryError("no request is waiting")
+        answers.append(message)
+        self.sent.append(message)
+        return Sent()
+
+    def restore_image(self, locator: str, mime: str | None, name: str) -> None:
+        return None
+
+    async def ask(
+        self, handler: Callable[[InboundMessage], Awaitable[None]], message: InboundMessage
+    ) -> list[OutboundMessage]:
+        """Hand `message` to `handler` as a waiting request; what was sent for it."""
+        request = uuid.uuid4().hex
+        self._waiting[request] = answers = []
+        try:
+            await handler(replace(message, request_id=request))
+        finally:
+            del self._waiting[request]
+        return answers
+
+
+async def answer_of(app: App, message: InboundMessage) -> str | None:
+    """The daemon's processor's answer to `message`, read at the one door out by a
+    Waiting channel standing in for its platform's."""
+    assert app.processor is not None
+    waiting = Waiting(message.platform)
+    app.routes.add(waiting)
+    try:
+        sent = await waiting.ask(app.processor.handle, message)
+    finally:
+        app.routes.remove(waiting)
+    return sent[0].text if sent else None
+
+
 @dataclass
 class Rig:
     """The daemon's turn path without channels, on one FakeOpenAI."""
@@ -86,6 +136,19 @@ class Rig:
     processor: MessageProcessor
     commands: Commands
     dispatcher: Dispatcher
+    channel: Waiting = field(default_factory=Waiting)
+
+    async def reply(self, message: InboundMessage) -> str | None:
+        """The processor's answer to `message`, as sent through the outbox (None: none)."""
+        sent = await self.channel.ask(self.processor.handle, message)
+        return sent[0].text if sent else None
+
+    async def answer(self, message: InboundMessage) -> Reply | None:
+        """The dispatcher's answer to `message` as the chat sees it (None: silence)."""
+        sent = await self.channel.ask(self.dispatcher, message)
+        if not sent:
+            return None
+        return Reply(sent[0].text, private=sent[0].private_to is not None)
 
 
 @asynccontextmanager
@@ -127,7 +190,9 @@ async def build_rig(
         )
         seams = Seams(storage=storage, read_images=read_images, search=search)
         async with turn_path(settings, seams) as (app, path):
-            yield Rig(fake, storage, app, path.processor, path.commands, path.dispatcher)
+            rig = Rig(fake, storage, app, path.processor, path.commands, path.dispatcher)
+            app.routes.add(rig.channel)
+            yield rig
 
 
 def msg(

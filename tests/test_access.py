@@ -247,10 +247,14 @@ async def test_cache_warms_from_the_store_and_stays_bounded(storage: SqlStorage)
     assert cache.peek("qq", "group:0") is None and cache.peek("qq", "group:6") is not None
 
 
-# -- the dispatcher's early answer (Telegram shows "typing" from it) ----------------------
+# -- the dispatcher's one decision (Telegram shows "typing" from it) ----------------------
 
 
-async def test_addressed_knows_access_settings_and_the_groups_wake_words(
+async def answers(dispatcher: Dispatcher, message: InboundMessage) -> bool:
+    return (await dispatcher.decide(message)).answers
+
+
+async def test_the_decision_knows_access_settings_and_the_groups_wake_words(
     storage: SqlStorage,
 ) -> None:
     cache = CachedChatSettings(storage.chat_settings)
@@ -261,19 +265,19 @@ async def test_addressed_knows_access_settings_and_the_groups_wake_words(
         context_report=lambda platform, chat_id: None,
     )
     dispatcher = Dispatcher(
-        processor=cast(MessageProcessor, None),  # addressed() never reaches the processor
+        processor=cast(MessageProcessor, None),  # decide() never reaches the processor
         commands=commands,
         policy=TriggerPolicy.create("chatterd", []),
         store_untriggered=True,
         access=LISTED,
         chat_settings=cache,
     )
-    assert dispatcher.addressed(message("chatterd, hi"))
-    assert not dispatcher.addressed(message("chatterd, hi", chat="group:8"))  # not listed
-    assert dispatcher.addressed(message("/bot allow", sender="1", chat="group:8"))
+    assert await answers(dispatcher, message("chatterd, hi"))
+    assert not await answers(dispatcher, message("chatterd, hi", chat="group:8"))  # not listed
+    assert await answers(dispatcher, message("/bot allow", sender="1", chat="group:8"))
     await cache.update("qq", "group:7", by=ADMIN, wake_words=["pancake"])
-    assert dispatcher.addressed(message("pancake, hi"))
-    assert not dispatcher.addressed(message("pancake, hi", chat="group:9"))
+    assert await answers(dispatcher, message("pancake, hi"))
+    assert not await answers(dispatcher, message("pancake, hi", chat="group:9"))
     await cache.update("qq", "group:7", by=ADMIN, enabled=False)
-    assert not dispatcher.addressed(message("chatterd, hi"))
-    assert not dispatcher.addressed(message("chatterd, hi", sender="66", chat="group:7"))
+    assert not await answers(dispatcher, message("chatterd, hi"))
+    assert not await answers(dispatcher, message("chatterd, hi", sender="66", chat="group:7"))

@@ -57,12 +57,6 @@ async def chat() -> AsyncIterator[FakeOpenAI]:
 
 
 @pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram(username=BOT) as fake:
-        yield fake
-
-
-@pytest.fixture
 def ignored(caplog: pytest.LogCaptureFixture) -> Callable[[int], Any]:
     """`await ignored(n)`: wait until the dispatcher has ignored n messages in all."""
     caplog.set_level(logging.DEBUG, logger="bot.dispatcher")

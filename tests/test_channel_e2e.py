@@ -135,12 +135,6 @@ async def vision() -> AsyncIterator[FakeOpenAI]:
         yield fake
 
 
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram(username=BOT) as fake:
-        yield fake
-
-
 def test_the_test_png_decodes_as_a_real_image() -> None:
     image_module = pytest.importorskip("PIL.Image")
     with image_module.open(io.BytesIO(PNG)) as image:

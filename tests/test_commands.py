@@ -98,25 +98,25 @@ async def test_admin_targets_by_platform_id_name_and_reply(rig: Rig) -> None:
     group = {"chat": "-7", "group": True}
     admin = {"sender": ADMIN_ID, "name": "Root", **group}
     # Bob speaks in the group (untriggered: stored as context, so his name is known).
-    assert await rig.dispatcher(msg("hello all", sender="2", name="Bob", mid="1", **group)) is None
+    assert await rig.answer(msg("hello all", sender="2", name="Bob", mid="1", **group)) is None
 
-    reply = await rig.dispatcher(msg("/memory add @bob plays the tuba", **admin))
+    reply = await rig.answer(msg("/memory add @bob plays the tuba", **admin))
     assert reply == Reply("Saved for @Bob.")
-    reply = await rig.dispatcher(msg("/memory add telegram:2 lives in Oslo", **admin))
+    reply = await rig.answer(msg("/memory add telegram:2 lives in Oslo", **admin))
     assert reply == Reply("Saved for telegram:2.")
-    reply = await rig.dispatcher(msg("/memory add likes jazz", reply_to_sender_id="2", **admin))
+    reply = await rig.answer(msg("/memory add likes jazz", reply_to_sender_id="2", **admin))
     assert reply == Reply("Saved for telegram:2.")
     bobs = sorted(m.content for m in await rig.storage.list_memories("telegram", "2"))
     assert bobs == ["likes jazz", "lives in Oslo", "plays the tuba"]
     assert await rig.storage.list_memories("telegram", ADMIN_ID) == []
 
-    shown = await rig.dispatcher(msg("/memory show @Bob", **admin))
+    shown = await rig.answer(msg("/memory show @Bob", **admin))
     assert shown is not None and shown.private and shown.text.startswith("Memories of @Bob:")
-    unknown = await rig.dispatcher(msg("/memory show @Carol", **admin))
+    unknown = await rig.answer(msg("/memory show @Carol", **admin))
     assert unknown == Reply("I don't know anyone called @Carol in this chat.")
-    ask = await rig.dispatcher(msg("/memory clear telegram:2", **admin))
+    ask = await rig.answer(msg("/memory clear telegram:2", **admin))
     assert ask is not None and ask.text.endswith("send: /memory clear telegram:2 confirm")
-    done = await rig.dispatcher(msg("/memory clear telegram:2 confirm", **admin))
+    done = await rig.answer(msg("/memory clear telegram:2 confirm", **admin))
     assert done == Reply("Done: forgot 3 item(s).")
     assert rig.fake.total_requests == 0  # commands never reach the model
 
@@ -142,8 +142,8 @@ async def test_memory_show_in_private_is_not_marked_private(commands: Commands) 
 
 async def test_reset_private_keeps_memories(rig: Rig) -> None:
     await rig.storage.add_memory("telegram", "1", "keep me", "telegram:1")
-    assert await rig.dispatcher(msg("hi", mid="1")) == Reply("echo: [Alice]: hi")
-    reply = await rig.dispatcher(msg("/reset"))
+    assert await rig.answer(msg("hi", mid="1")) == Reply("echo: [Alice]: hi")
+    reply = await rig.answer(msg("/reset"))
     assert reply == Reply("Done: cleared our chat history (2 messages). Memories are kept.")
     assert await rig.storage.recent_turns("telegram", "1", 10) == []
     assert [m.content for m in await rig.storage.list_memories("telegram", "1")] == ["keep me"]
@@ -151,7 +151,7 @@ async def test_reset_private_keeps_memories(rig: Rig) -> None:
 
 async def test_reset_in_group_needs_an_admin(rig: Rig) -> None:
     group = {"chat": "-4", "group": True}
-    await rig.dispatcher(msg("chatter", sender="2", name="Bob", mid="1", **group))
+    await rig.answer(msg("chatter", sender="2", name="Bob", mid="1", **group))
     refused = await rig.commands.handle(msg("/reset", **group))
     assert refused.text.startswith("Only an admin can reset a group's history.")
     assert len(await rig.storage.recent_turns("telegram", "-4", 10)) == 1
@@ -175,18 +175,18 @@ async def test_help_lists_commands_and_admin_extras(commands: Commands) -> None:
 
 
 async def test_context_reports_after_a_turn_and_guards_other_chats(rig: Rig) -> None:
-    assert (await rig.dispatcher(msg("/context"))) == Reply(
+    assert (await rig.answer(msg("/context"))) == Reply(
         "No answered turn in that chat since I started, so nothing to report yet."
     )
-    await rig.dispatcher(msg("hello", mid="1"))
-    report = await rig.dispatcher(msg("/context"))
+    await rig.answer(msg("hello", mid="1"))
+    report = await rig.answer(msg("/context"))
     assert report is not None and report.text.startswith("Context of the last turn:")
     assert "History: 0 turn(s) kept" in report.text
 
     other = msg("/context telegram:1", chat="-2", sender="3", group=True)
-    assert await rig.dispatcher(other) == Reply("Only admins can look at another chat's context.")
+    assert await rig.answer(other) == Reply("Only admins can look at another chat's context.")
     admin = msg("/context telegram:1", chat="-2", sender=ADMIN_ID, group=True)
-    seen = await rig.dispatcher(admin)
+    seen = await rig.answer(admin)
     assert seen is not None and seen.private and seen.text == report.text
 
 

@@ -55,7 +55,7 @@ def chat_requests(rig: Rig) -> list[Any]:
 async def talk(rig: Rig, start: int, count: int, chat: str = "1") -> None:
     for i in range(start, start + count):
         text = f"{i} {FILLER}"
-        assert await rig.processor.handle(msg(text, chat=chat, mid=f"{chat}-{i}")) == "noted"
+        assert await rig.reply(msg(text, chat=chat, mid=f"{chat}-{i}")) == "noted"
 
 
 def small_window(storage: SqlStorage, tmp_path: Path, min_turns: int = 6) -> Any:
@@ -257,7 +257,7 @@ async def test_turns_a_summary_covers_are_not_repeated_verbatim(
 ) -> None:
     async with build_rig(storage, tmp_path, reply="noted") as rig:  # a roomy window
         for i in range(4):
-            await rig.processor.handle(msg(f"old {i}", mid=str(i)))
+            await rig.reply(msg(f"old {i}", mid=str(i)))
         old = await storage.recent_turns("telegram", "1", 100)
         await storage.add_turn(
             NewTurn(
@@ -271,7 +271,7 @@ async def test_turns_a_summary_covers_are_not_repeated_verbatim(
                 meta={"through_id": old[5].id, "from_id": old[0].id, "turns": 6},
             )
         )
-        await rig.processor.handle(msg("new", mid="new"))
+        await rig.reply(msg("new", mid="new"))
         sent = rig.fake.requests[-1]["messages"]
         assert "Alice said four old things." in sent[0]["content"]
         assert [m["content"] for m in sent[1:-2]] == ["[Alice]: old 3", "noted"]

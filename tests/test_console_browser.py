@@ -60,12 +60,6 @@ def browser_available() -> bool:
 
 
 @pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram(username=BOT) as fake:
-        yield fake
-
-
-@pytest.fixture
 async def model() -> AsyncIterator[FakeOpenAI]:
     async with FakeOpenAI(reply="Happy to help.", model="chat-model") as fake:
         yield fake

@@ -14,6 +14,7 @@ import pytest
 
 from channels.console import APOLOGY, MAX_LINE_CHARS, ConsoleChannel
 from core.messages import ChatType, InboundMessage, OutboundMessage, Reply
+from tests.fakes.door import Door, start_answering
 
 
 class Recorder:
@@ -24,8 +25,12 @@ class Recorder:
         self.messages: list[InboundMessage] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        self.door = Door()  # answers go out through the channel's send(), as in the daemon
 
-    async def __call__(self, message: InboundMessage) -> Reply | None:
+    async def __call__(self, message: InboundMessage) -> None:
+        await self.door.answer(message, await self._answer(message))
+
+    async def _answer(self, message: InboundMessage) -> Reply | None:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
@@ -88,7 +93,7 @@ async def run_console(
         pipe.reader, out, user_id="alice", user_name="Alice", bot_name="chatterd", prompt=prompt
     )
     recorder = Recorder()
-    await channel.start(recorder)
+    await start_answering(channel, recorder)
     await pipe.feed(data)
     await asyncio.wait_for(channel.finished.wait(), 5)
     await channel.stop()
@@ -145,7 +150,7 @@ async def test_overlong_line_is_refused_and_the_session_goes_on(pipe: Pipe) -> N
 async def test_stop_while_waiting_for_input(pipe: Pipe) -> None:
     out = io.StringIO()
     channel = ConsoleChannel(pipe.reader, out, user_id="u", user_name="U")
-    await channel.start(Recorder())
+    await start_answering(channel, Recorder())
     await pipe.feed(b"first\n", close=False)
     deadline = time.monotonic() + 5
     while "echo: first" not in out.getvalue():
@@ -161,7 +166,7 @@ async def test_closed_output_ends_the_session_quietly(pipe: Pipe) -> None:
     broken = os.fdopen(w, "w", encoding="utf-8")
     try:
         channel = ConsoleChannel(pipe.reader, broken, user_id="u", user_name="U")
-        await channel.start(Recorder())
+        await start_answering(channel, Recorder())
         await pipe.feed(b"hello\nagain\n")
         await asyncio.wait_for(channel.finished.wait(), 5)
         await channel.stop()
@@ -177,7 +182,7 @@ async def test_stream_reader_input_and_send() -> None:
     out = io.StringIO()
     channel = ConsoleChannel(reader, out, user_id="u", user_name="U", bot_name="bot")
     rec = Recorder()
-    await channel.start(rec)
+    await start_answering(channel, rec)
     await channel.send(OutboundMessage(platform="console", chat_id="u", text="a note"))
     reader.feed_data("héllo\n\nbye\n".encode())
     reader.feed_eof()
@@ -192,7 +197,7 @@ async def test_plain_text_io_input_without_a_byte_buffer() -> None:
     out = io.StringIO()
     channel = ConsoleChannel(source, out, user_id="u", user_name="U")
     rec = Recorder()
-    await channel.start(rec)
+    await start_answering(channel, rec)
     await asyncio.wait_for(channel.finished.wait(), 5)
     await channel.stop()
     assert rec.seen == ["first", "second"]

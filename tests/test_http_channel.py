@@ -16,6 +16,7 @@ from channels.base import ChannelHealth
 from channels.config import HttpConfig
 from channels.http import MAX_TEXT_CHARS, HttpChannel, scoped_message_id
 from core.messages import ChatType, DeliveryError, InboundMessage, OutboundMessage, Reply
+from tests.fakes.door import Door, start_answering
 
 TOKEN = "s3cret-token-value"
 
@@ -26,10 +27,11 @@ class Recorder:
     def __init__(self, answer: Callable[[InboundMessage], Reply | None] | None = None) -> None:
         self.seen: list[InboundMessage] = []
         self.answer = answer or (lambda m: Reply(f"echo: {m.text}"))
+        self.door = Door()  # answers go out through the channel's send(), as in the daemon
 
-    async def __call__(self, message: InboundMessage) -> Reply | None:
+    async def __call__(self, message: InboundMessage) -> None:
         self.seen.append(message)
-        return self.answer(message)
+        await self.door.answer(message, self.answer(message))
 
 
 class Harness:
@@ -57,7 +59,7 @@ async def make_harness(token: str | None = None, **kwargs: Any) -> AsyncIterator
     config = HttpConfig.model_validate({"host": "127.0.0.1", "port": 0, "token": token})
     channel = HttpChannel(config, lambda: health, **kwargs)
     recorder = Recorder()
-    await channel.start(recorder)
+    await start_answering(channel, recorder)
     async with aiohttp.ClientSession() as session:
         harness = Harness(channel, recorder, session)
         harness.health = health

@@ -6,7 +6,6 @@ import asyncio
 import logging
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
 
 import openai
 import pytest
@@ -14,42 +13,14 @@ from aiohttp import web
 from pydantic import SecretStr
 
 from bot.config import LlmConfig
-from core.llm import ChatResult, LLMError, LLMProvider, OpenAIProvider, provider_from_config
+from core.llm import ChatResult, LLMError, LLMProvider, provider_from_config
+from tests.conftest import MakeProvider
 from tests.fakes import FakeOpenAI, FakeReply, echo_last_user
 
 KEY = "sk-test-SUPERSECRET-0123456789"
 HELLO = [{"role": "user", "content": "hello there"}]
 
-MakeProvider = Callable[..., OpenAIProvider]
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI() as server:
-        yield server
-
-
-@pytest.fixture
-async def make_provider(fake: FakeOpenAI) -> AsyncIterator[MakeProvider]:
-    made: list[OpenAIProvider] = []
-
-    def make(**kw: object) -> OpenAIProvider:
-        args: dict[str, object] = {
-            "base_url": fake.base_url,
-            "api_key": KEY,
-            "model": "test-model",
-            "timeout_s": 5.0,
-            "max_retries": 0,
-            "temperature": 0.7,
-        }
-        args.update(kw)
-        provider = OpenAIProvider(**args)  # type: ignore[arg-type]
-        made.append(provider)
-        return provider
-
-    yield make
-    for provider in made:
-        await provider.close()
+PROVIDER_DEFAULTS = {"api_key": KEY, "temperature": 0.7}  # beside conftest's make_provider
 
 
 def free_port() -> int:

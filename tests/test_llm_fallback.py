@@ -29,7 +29,7 @@ from core.llm import (
 from core.messages import ChatType, ImageRef, InboundMessage
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_stream import StreamShape
-from tests.rig import settings_for
+from tests.rig import answer_of, settings_for
 
 PRIMARY_KEY = "sk-primary-SECRET-1111111111"
 SECONDARY_KEY = "sk-secondary-SECRET-2222222222"
@@ -464,8 +464,8 @@ async def test_the_daemon_answers_through_the_fallback_and_reports_health(
     deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")
     async with App(settings, mode="run", deps=deps) as app:
         assert app.processor is not None
-        reply = await app.processor.handle(
-            InboundMessage("console", "c1", ChatType.PRIVATE, "u1", "Alice", "hi")
+        reply = await answer_of(
+            app, InboundMessage("console", "c1", ChatType.PRIVATE, "u1", "Alice", "hi")
         )
         health = app.model_health()
     assert reply == "from the secondary"
@@ -507,8 +507,9 @@ async def test_the_daemon_describes_images_through_the_vision_fallback(
     async with App(settings, mode="run", deps=deps) as app:
         assert app.processor is not None
         image = ImageRef(fetch, "image/png")
-        await app.processor.handle(
-            InboundMessage("console", "c1", ChatType.PRIVATE, "u1", "Al", "look", images=(image,))
+        await answer_of(
+            app,
+            InboundMessage("console", "c1", ChatType.PRIVATE, "u1", "Al", "look", images=(image,)),
         )
         health = app.model_health()
     (failed,) = primary.requests

@@ -5,50 +5,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 
 import pytest
 from aiohttp import web
 
 from core.llm import ChatResult, LLMError, OpenAIProvider, StreamDone, StreamEvent, TextDelta
+from tests.conftest import MakeProvider
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_stream import StreamShape
 
 KEY = "sk-test-STREAMSECRET-0123456789"
 HELLO = [{"role": "user", "content": "hello there"}]
 
-MakeProvider = Callable[..., OpenAIProvider]
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI() as server:
-        yield server
-
-
-@pytest.fixture
-async def make_provider(fake: FakeOpenAI) -> AsyncIterator[MakeProvider]:
-    made: list[OpenAIProvider] = []
-
-    def make(**kw: object) -> OpenAIProvider:
-        args: dict[str, object] = {
-            "base_url": fake.base_url,
-            "api_key": KEY,
-            "model": "test-model",
-            "timeout_s": 5.0,
-            "max_retries": 0,
-            "stream_stall_s": 5.0,
-            "retry_backoff_s": 0.0,
-        }
-        args.update(kw)
-        provider = OpenAIProvider(**args)  # type: ignore[arg-type]
-        made.append(provider)
-        return provider
-
-    yield make
-    for provider in made:
-        await provider.close()
+PROVIDER_DEFAULTS = {"api_key": KEY, "stream_stall_s": 5.0, "retry_backoff_s": 0.0}
 
 
 async def collect(provider: OpenAIProvider, **kw: object) -> tuple[list[str], ChatResult]:

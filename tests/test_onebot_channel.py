@@ -13,6 +13,7 @@ from channels.download import DownloadError, DownloadRefused
 from channels.onebot.channel import OneBotChannel
 from channels.onebot.outbound import DM_REFUSED
 from core.messages import ChatType, Reply
+from tests.fakes.door import start_answering
 from tests.fakes.manual_clock import ManualClock
 from tests.fakes.onebot_impl import (
     PNG,
@@ -48,7 +49,7 @@ async def start_rig(allow: list[str] | None = None, *, forward: str = "ok") -> R
     clock = ManualClock(auto=True)  # sends are paced on this clock: no real waiting
     channel = OneBotChannel(config, image_max_bytes=1 << 20, action_timeout_s=2.0, clock=clock)
     handler = Recorder()
-    await channel.start(handler)
+    await start_answering(channel, handler)
     impl = FakeOneBot(self_id=SELF, forward=forward, clock=clock.monotonic)
     link = await impl.connect_reverse(f"ws://127.0.0.1:{channel.listen_port}/onebot/v11/ws")
     await link.next_action("get_login_info")

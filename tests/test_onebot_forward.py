@@ -7,6 +7,7 @@ import pytest
 from channels.config import OnebotConfig
 from channels.onebot.channel import OneBotChannel
 from core.messages import Reply
+from tests.fakes.door import start_answering
 from tests.fakes.onebot_impl import FakeOneBot, Recorder, eventually
 
 SELF = 10001
@@ -34,7 +35,7 @@ async def test_forward_connects_chats_and_reconnects() -> None:
     channel = forward_channel(server.url)
     handler = Recorder()
     handler.reply = lambda m: Reply(f"re: {m.text}")
-    await channel.start(handler)
+    await start_answering(channel, handler)
     try:
         link = await server.next_link()
         await link.next_action("get_login_info")
@@ -62,7 +63,7 @@ async def test_forward_wrong_token_keeps_retrying_with_backoff() -> None:
     impl = FakeOneBot(self_id=SELF)
     server = await impl.serve_forward(token="right")
     channel = forward_channel(server.url, token="wrong")
-    await channel.start(Recorder())
+    await start_answering(channel, Recorder())
     try:
         await eventually(lambda: server.refused >= 3)
         assert channel.health().state == "reconnecting"
@@ -80,7 +81,7 @@ async def test_forward_unreachable_server_reports_reconnecting(
     url = server.url
     await impl.close()  # nothing listens there any more
     channel = forward_channel(url, token=None)
-    await channel.start(Recorder())
+    await start_answering(channel, Recorder())
     try:
         assert channel.health().state == "reconnecting"
         await eventually(lambda: caplog.text.count("cannot connect") >= 3)

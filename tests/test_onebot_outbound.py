@@ -22,6 +22,7 @@ from channels.formatting.plain import render_plain
 from channels.onebot.actions import ActionFailed
 from channels.onebot.channel import OneBotChannel
 from core.messages import DeliveryError, OutboundMessage, Reply
+from tests.fakes.door import start_answering
 from tests.fakes.manual_clock import ManualClock
 from tests.fakes.onebot_impl import (
     ActionRefused,
@@ -85,7 +86,7 @@ async def make_rig(*, auto: bool = True, **config: Any) -> Rig:
         clock=clock,
     )
     handler = Recorder()
-    await channel.start(handler)
+    await start_answering(channel, handler)
     return Rig(channel, clock, handler, [])
 
 

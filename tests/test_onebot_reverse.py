@@ -12,6 +12,7 @@ from channels.config import OnebotConfig
 from channels.onebot.actions import ActionFailed, ConnectionLost
 from channels.onebot.channel import OneBotChannel
 from core.messages import DeliveryError, OutboundMessage
+from tests.fakes.door import start_answering
 from tests.fakes.manual_clock import ManualClock
 from tests.fakes.onebot_impl import HOLD, FakeOneBot, Recorder, eventually
 
@@ -29,7 +30,7 @@ def config(token: str | None = TOKEN) -> OnebotConfig:
 async def channel() -> AsyncIterator[OneBotChannel]:
     clock = ManualClock(auto=True)  # sends are paced on this clock: no real waiting
     ch = OneBotChannel(config(), image_max_bytes=1024, action_timeout_s=5.0, clock=clock)
-    await ch.start(Recorder())
+    await start_answering(ch, Recorder())
     yield ch
     await ch.stop()
 
@@ -168,7 +169,7 @@ async def test_heartbeat_tracked_and_silence_closes_the_link(
 async def test_self_id_learned_from_get_login_info_without_header() -> None:
     ch = OneBotChannel(config(), image_max_bytes=1024)
     handler = Recorder()
-    await ch.start(handler)
+    await start_answering(ch, handler)
     impl = FakeOneBot(self_id=4242)
     try:
         link = await impl.connect_reverse(url_of(ch), token=TOKEN, self_id_header=False)
@@ -185,7 +186,7 @@ async def test_self_id_learned_from_get_login_info_without_header() -> None:
 
 async def test_no_token_configured_accepts_anyone(impl: FakeOneBot) -> None:
     ch = OneBotChannel(config(token=None), image_max_bytes=1024)
-    await ch.start(Recorder())
+    await start_answering(ch, Recorder())
     try:
         link = await impl.connect_reverse(url_of(ch))
         await link.next_action("get_login_info")

@@ -20,12 +20,12 @@ import pytest
 from bot.app import App
 from bot.registry import ChannelDeps
 from core.media.vision import ImageNotes
-from core.messages import ImageRef, InboundMessage, OutboundMessage, Reply, Sent
+from core.messages import ImageRef, InboundMessage, OutboundMessage, Reply, Sent, TryLater
 from core.processor import APOLOGY, ShuttingDown
 from core.tools.search import SearchResult
 from memory.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI
-from tests.rig import Rig, build_rig, msg, settings_for
+from tests.rig import Rig, Waiting, build_rig, msg, settings_for
 
 
 def system_prompt(request: Any) -> str:
@@ -47,10 +47,7 @@ async def rig(storage: SqlStorage, tmp_path: Path) -> AsyncIterator[Rig]:
 
 async def test_one_chat_stays_in_order_under_concurrent_arrival(rig: Rig) -> None:
     rig.fake.pause()
-    tasks = [
-        asyncio.create_task(rig.processor.handle(msg(f"question {i}", mid=str(i))))
-        for i in range(5)
-    ]
+    tasks = [asyncio.create_task(rig.reply(msg(f"question {i}", mid=str(i)))) for i in range(5)]
     await rig.fake.wait_for_requests(1)
     assert rig.fake.in_flight == 1  # the other four wait their turn, not the model
     rig.fake.resume()
@@ -71,8 +68,8 @@ async def test_one_chat_stays_in_order_under_concurrent_arrival(rig: Rig) -> Non
 
 async def test_different_chats_are_answered_concurrently(rig: Rig) -> None:
     rig.fake.pause()
-    a = asyncio.create_task(rig.processor.handle(msg("hi from a", chat="a", sender="a")))
-    b = asyncio.create_task(rig.processor.handle(msg("hi from b", chat="b", sender="b")))
+    a = asyncio.create_task(rig.reply(msg("hi from a", chat="a", sender="a")))
+    b = asyncio.create_task(rig.reply(msg("hi from b", chat="b", sender="b")))
     await rig.fake.wait_for_requests(2)
     assert rig.fake.in_flight == 2  # both chats' model calls are open at the same time
     rig.fake.resume()
@@ -87,19 +84,20 @@ async def test_duplicate_delivery_is_answered_once_and_stored_once(rig: Rig) -> 
     message gets the one stored answer; the model is asked once, the turn stored once."""
     first = msg("hello", mid="77")
     again = msg("hello", mid="77")
-    results = await asyncio.gather(rig.processor.handle(first), rig.processor.handle(again))
+    results = await asyncio.gather(rig.reply(first), rig.reply(again))
     assert results == ["echo: [Alice]: hello"] * 2
-    assert await rig.processor.handle(msg("hello", mid="77")) == "echo: [Alice]: hello"
+    assert await rig.reply(msg("hello", mid="77")) == "echo: [Alice]: hello"
     assert rig.fake.total_requests == 1
     turns = await rig.storage.recent_turns("telegram", "1", 100)
     assert [(t.role, t.platform_message_id) for t in turns] == [("user", "77"), ("assistant", None)]
-    assert await rig.dispatcher(msg("hello", mid="77")) == Reply("echo: [Alice]: hello")
+    assert await rig.answer(msg("hello", mid="77")) == Reply("echo: [Alice]: hello")
 
 
 class RecordingOutlet:
     """A channel that records what the core sends through it."""
 
     name = "telegram"
+    pushes = True
 
     def __init__(self) -> None:
         self.sent: list[OutboundMessage] = []
@@ -149,7 +147,7 @@ async def test_model_failure_after_retries_apologises_and_writes_nothing_half(
             rig.fake.fail(script, times=2, retry_after_ms=5)
         caplog.set_level(logging.INFO)
         caplog.clear()
-        reply = await rig.dispatcher(msg("are you there?", mid="5"))
+        reply = await rig.answer(msg("are you there?", mid="5"))
 
         assert reply == Reply(APOLOGY[kind])
         assert rig.fake.total_requests == requests  # the SDK retried before giving up
@@ -162,9 +160,7 @@ async def test_model_failure_after_retries_apologises_and_writes_nothing_half(
         assert [(t.role, t.kind) for t in turns] == [("user", "message")]
 
         # The next turn works and still sees the unanswered question.
-        assert await rig.dispatcher(msg("hello again", mid="6")) == Reply(
-            "echo: [Alice]: hello again"
-        )
+        assert await rig.answer(msg("hello again", mid="6")) == Reply("echo: [Alice]: hello again")
         assert "[Alice]: are you there?" in contents(rig.fake.requests[-1])
 
 
@@ -187,7 +183,7 @@ async def test_a_search_the_model_asks_for_reaches_the_backend_and_the_next_roun
     async with build_rig(storage, tmp_path, search=search) as rig:
         rig.fake.reply("Let me look. [Search: weather in Oslo]")
         rig.fake.reply("Sunny and 18 °C in Oslo.")
-        reply = await rig.processor.handle(msg("what's the weather in Oslo?", mid="1"))
+        reply = await rig.reply(msg("what's the weather in Oslo?", mid="1"))
     assert reply == "Sunny and 18 °C in Oslo."
     assert search.queries == ["weather in Oslo"]
     assert "[Search: " in system_prompt(rig.fake.requests[0])  # the tool guide offers it
@@ -204,13 +200,13 @@ async def test_a_search_the_model_asks_for_reaches_the_backend_and_the_next_roun
 
 async def test_untriggered_group_messages_become_context_of_the_next_turn(rig: Rig) -> None:
     said = msg("the meeting moved to 5pm", chat="-9", sender="2", name="Bob", group=True, mid="1")
-    assert await rig.dispatcher(said) is None
+    assert await rig.answer(said) is None
     assert rig.fake.total_requests == 0
     turns = await rig.storage.recent_turns("telegram", "-9", 10)
     assert [(t.kind, t.content) for t in turns] == [("context", "[Bob]: the meeting moved to 5pm")]
 
     asked = msg("chatterd, when is the meeting?", chat="-9", group=True, mid="2")
-    assert await rig.dispatcher(asked) == Reply("echo: [Alice]: chatterd, when is the meeting?")
+    assert await rig.answer(asked) == Reply("echo: [Alice]: chatterd, when is the meeting?")
     seen = contents(rig.fake.requests[0])
     assert seen == ["[Bob]: the meeting moved to 5pm", "[Alice]: chatterd, when is the meeting?"]
 
@@ -220,9 +216,9 @@ async def test_each_turn_sees_only_its_senders_memory(rig: Rig) -> None:
     await rig.storage.add_memory("telegram", "2", "Bob plays the tuba", "telegram:2")
     alice = msg("chatterd what do I drink?", chat="-5", group=True, mid="1")
     bob = msg("chatterd what do I play?", chat="-5", sender="2", name="Bob", group=True, mid="2")
-    await rig.dispatcher(alice)
-    await rig.dispatcher(bob)
-    await rig.dispatcher(msg("chatterd and me?", chat="-5", group=True, mid="3"))
+    await rig.answer(alice)
+    await rig.answer(bob)
+    await rig.answer(msg("chatterd and me?", chat="-5", group=True, mid="3"))
 
     first, second, third = (system_prompt(r) for r in rig.fake.requests)
     assert "green tea" in first and "tuba" not in first
@@ -239,7 +235,7 @@ async def test_long_chat_outgrows_a_small_window_and_keeps_answering(
         storage, tmp_path, reply="noted", context_window=3000, reply_tokens=200
     ) as rig:
         for i in range(40):
-            assert await rig.processor.handle(msg(f"{i} {filler}", mid=str(i))) == "noted"
+            assert await rig.reply(msg(f"{i} {filler}", mid=str(i))) == "noted"
         report = rig.processor.last_report("telegram", "1")
         assert report is not None
         assert report.history_dropped > 0
@@ -253,15 +249,17 @@ async def test_long_chat_outgrows_a_small_window_and_keeps_answering(
 
 async def test_shutdown_drains_in_flight_turns_and_keeps_new_ones_for_later(rig: Rig) -> None:
     rig.fake.pause()
-    running = asyncio.create_task(rig.processor.handle(msg("slow one", mid="1")))
+    running = asyncio.create_task(rig.reply(msg("slow one", mid="1")))
     await rig.fake.wait_for_requests(1)
     stopping = asyncio.create_task(rig.processor.shutdown(5.0))
     await asyncio.sleep(0)  # let shutdown mark the processor closing (no timing involved)
     assert not stopping.done()
 
     with pytest.raises(ShuttingDown):  # accepted, to be answered after the restart
-        await rig.processor.handle(msg("late", chat="2", mid="2"))
-    assert await rig.dispatcher(msg("late too", chat="2", mid="3")) == Reply("", retry_after_s=10.0)
+        await rig.reply(msg("late", chat="2", mid="2"))
+    with pytest.raises(TryLater) as later:  # HTTP says 503 with Retry-After
+        await rig.answer(msg("late too", chat="2", mid="3"))
+    assert later.value.retry_after_s == 10.0
     rig.fake.resume()
     assert await asyncio.wait_for(running, 10) == "echo: [Alice]: slow one"
     assert await asyncio.wait_for(stopping, 10) == 0  # nothing had to be cancelled
@@ -277,7 +275,7 @@ async def test_shutdown_drains_in_flight_turns_and_keeps_new_ones_for_later(rig:
 
 async def test_shutdown_cancels_a_turn_that_outlives_the_timeout(rig: Rig) -> None:
     rig.fake.hang()
-    running = asyncio.create_task(rig.processor.handle(msg("never answered", mid="1")))
+    running = asyncio.create_task(rig.reply(msg("never answered", mid="1")))
     await rig.fake.wait_for_requests(1)
     assert await rig.processor.shutdown(0.05) == 1
     with pytest.raises(asyncio.CancelledError):
@@ -322,7 +320,10 @@ async def test_configured_message_suffix_reaches_the_stored_turn_and_the_model(
         deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")
         async with App(settings, mode="run", deps=deps) as app:
             assert app.processor is not None
-            assert await app.processor.handle(msg("hello", mid="1")) == "ok"
+            waiting = Waiting()
+            app.routes.add(waiting)
+            sent = await waiting.ask(app.processor.handle, msg("hello", mid="1"))
+            assert [m.text for m in sent] == ["ok"]
     expected = f"[Alice]: hello\n{suffix}"
     assert fake.requests[0]["messages"][-1] == {"role": "user", "content": expected}
     stored = await storage.recent_turns("telegram", "1", 10)

@@ -47,6 +47,7 @@ class PreviewOutlet:
     """A channel that shows previews; records the streams and plain sends it gets."""
 
     name = "telegram"
+    pushes = True
 
     def __init__(self) -> None:
         self.streams: list[RecordingStream] = []

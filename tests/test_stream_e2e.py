@@ -45,12 +45,6 @@ async def chat() -> AsyncIterator[FakeOpenAI]:
         yield fake
 
 
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram(username=BOT) as fake:
-        yield fake
-
-
 def shown_texts(tg: FakeTelegram, chat_id: int) -> list[str]:
     methods = ("sendMessage", "editMessageText", "sendMessageDraft")
     return [

@@ -16,6 +16,7 @@ from channels.telegram.app import TelegramTimings
 from channels.telegram.channel import UNSUPPORTED_NOTICE, TelegramChannel
 from core.messages import ChatType, InboundMessage, OutboundMessage, Reply
 from core.triggers import TriggerPolicy
+from tests.fakes.door import start_answering
 from tests.fakes.telegram_server import (
     FakeTelegram,
     Inbox,
@@ -36,7 +37,6 @@ FAST = TelegramTimings(
     stop_updater_s=0.3,
     stop_grace_s=2.0,
     send_backoff_s=0.01,
-    typing_delay_s=0.3,
     image_timeout_s=3.0,
 )
 BOT = "chatterd_test_bot"
@@ -46,22 +46,15 @@ GROUP = group_chat(-100500, "Tea party")
 POLICY = TriggerPolicy.create(BOT, [])  # as the daemon passes its dispatcher's policy
 
 
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram(username=BOT) as fake:
-        yield fake
-
-
 @asynccontextmanager
 async def running(
     tg: FakeTelegram, inbox: Inbox, *, image_max_bytes: int = 1 << 20, **config: Any
 ) -> AsyncIterator[TelegramChannel]:
     config.setdefault("poll_stall_s", 30.0)
     cfg = TelegramConfig(enabled=True, token=tg.token, api_base_url=tg.root, **config)
-    channel = TelegramChannel(
-        cfg, image_max_bytes=image_max_bytes, is_addressed=POLICY.triggers, timings=FAST
-    )
-    await channel.start(inbox)
+    channel = TelegramChannel(cfg, image_max_bytes=image_max_bytes, timings=FAST)
+    inbox.door.answers = POLICY.triggers  # the daemon's decision, as its dispatcher makes it
+    await start_answering(channel, inbox)
     try:
         yield channel
     finally:
@@ -118,7 +111,7 @@ async def test_group_mention_after_emoji_uses_utf16_offsets_and_replies_threaded
     assert utf16_len(text) != len(text)  # the emoji make the two counts differ
     mention = entity("mention", text, f"@{BOT}")
     other = entity("mention", text, "@someone")
-    inbox = Inbox(echo)
+    inbox = Inbox(lambda m: echo(m) if m.mentions_bot else None)  # as the daemon decides
     async with running(tg, inbox):
         msg = tg.push_message(GROUP, ALICE, text, entities=[mention, other])
         tg.push_message(

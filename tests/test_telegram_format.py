@@ -3,7 +3,6 @@ for emoji and CJK text, across a split, and plain text when Telegram refuses the
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -11,22 +10,16 @@ import pytest
 from channels.formatting.telegram import entity_problems, render_telegram
 from channels.formatting.telegram_split import split_formatted
 from core.messages import OutboundMessage, Reply
-from tests.fakes.clock import VirtualClock
-from tests.fakes.telegram_server import FakeTelegram, Inbox, private_chat, user, utf16_len
+from tests.fakes.manual_clock import ManualClock
+from tests.fakes.telegram_server import Inbox, private_chat, user, utf16_len
 from tests.test_telegram_stream import GROUP, Records, channel_on, open_stream, shows_preview
 
 ALICE = user(1001, "Alice")
 
 
 @pytest.fixture
-def clock() -> VirtualClock:
-    return VirtualClock()
-
-
-@pytest.fixture
-async def tg(clock: VirtualClock) -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram(clock=clock.monotonic) as fake:
-        yield fake
+def clock() -> ManualClock:
+    return ManualClock(auto=True)
 
 
 def covered(text: str, entity: dict[str, Any]) -> str:

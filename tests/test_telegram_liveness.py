@@ -7,7 +7,7 @@ import asyncio
 import logging
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import aiohttp
 import pytest
@@ -15,16 +15,11 @@ import pytest
 from channels.config import TelegramConfig
 from channels.telegram.channel import TelegramChannel, TelegramStartError
 from core.messages import Reply
-from tests.fakes.telegram_server import FakeTelegram, Inbox, private_chat, user
+from tests.fakes.door import start_answering
+from tests.fakes.telegram_server import Inbox, private_chat, user
 from tests.test_telegram import FAST, echo, running
 
 ALICE = user(1001, "Alice")
-
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
 
 
 async def until(condition: Callable[[], bool], within_s: float = 5.0) -> None:
@@ -59,7 +54,7 @@ async def test_send_failing_after_retries_is_logged_and_later_messages_still_flo
         tg.push_message(private_chat(ALICE), ALICE, "next one")
         await tg.wait_for("sendMessage", count=4)
     assert [p["text"] for p in tg.sent] == ["echo: next one"]
-    assert logged(caplog, "could not deliver to chat 1001") == 1
+    assert logged(caplog, "message to telegram:1001 not delivered") == 1
 
 
 async def test_stalled_polling_is_restarted_by_the_watchdog(tg, caplog) -> None:
@@ -112,8 +107,8 @@ async def test_malformed_updates_are_ignored_with_a_log_line(tg, caplog) -> None
 async def test_a_rejected_token_stops_start_with_a_clear_error(tg) -> None:
     cfg = TelegramConfig(enabled=True, token="999:wrong-token", api_base_url=tg.root)
     channel = TelegramChannel(cfg, timings=FAST)
-    with pytest.raises(TelegramStartError, match="rejected the token") as err:
-        await channel.start(Inbox())
+    with pytest.raises(TelegramStartError, match="refused the token") as err:
+        await start_answering(channel, Inbox())
     assert "wrong-token" not in str(err.value)
     assert channel.health().state == "stopped"
 
@@ -133,7 +128,7 @@ async def test_unreachable_api_at_start_is_retried_in_the_background(caplog) -> 
         enabled=True, token="1:x", api_base_url=f"http://127.0.0.1:{port}", poll_stall_s=1.0
     )
     channel = TelegramChannel(cfg, timings=FAST)
-    await channel.start(Inbox())
+    await start_answering(channel, Inbox())
     try:
         assert channel.health().state == "reconnecting"
         await until(lambda: logged(caplog, "starting polling failed") >= 1)
@@ -181,7 +176,7 @@ async def test_health_reports_running_with_last_ok_then_stopped(tg) -> None:
     cfg = TelegramConfig(enabled=True, token=tg.token, api_base_url=tg.root)
     channel = TelegramChannel(cfg, timings=FAST)
     assert channel.health().state == "stopped"
-    await channel.start(Inbox(lambda m: Reply("x")))
+    await start_answering(channel, Inbox(lambda m: Reply("x")))
     try:
         await until(lambda: channel.health().last_ok is not None)
         assert channel.health().state == "running"

@@ -4,13 +4,12 @@ optional ack reaction on a group message whose answer is slow to show."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from dataclasses import replace
 
 import pytest
 
 from core.messages import InboundMessage, OutboundMessage
-from tests.fakes.clock import GateClock, VirtualClock
+from tests.fakes.manual_clock import ManualClock
 from tests.fakes.telegram_server import FakeTelegram, Inbox, entity, private_chat, user
 from tests.test_telegram import BOT, FAST
 from tests.test_telegram_stream import GROUP, Records, channel_on
@@ -20,14 +19,8 @@ QUICK_TYPING = replace(FAST, typing_interval_s=0.05)
 
 
 @pytest.fixture
-def clock() -> VirtualClock:
-    return VirtualClock()
-
-
-@pytest.fixture
-async def tg(clock: VirtualClock) -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram(clock=clock.monotonic, username=BOT) as fake:
-        yield fake
+def clock() -> ManualClock:
+    return ManualClock(auto=True)
 
 
 def mention(tg: FakeTelegram, text: str) -> dict:
@@ -76,7 +69,7 @@ async def test_a_slow_group_answer_gets_the_ack_reaction_until_it_is_sent(tg, cl
 
 
 async def test_no_ack_reaction_once_the_answer_is_showing(tg) -> None:
-    gate = GateClock()
+    gate = ManualClock(auto=True, gated=True)
 
     async def answer(message: InboundMessage) -> None:
         stream = channel.open_stream(

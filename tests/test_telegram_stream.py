@@ -22,7 +22,8 @@ from channels.telegram.app import TelegramTimings
 from channels.telegram.channel import TelegramChannel
 from channels.telegram.stream import TelegramStream, worth_a_message
 from core.messages import OutboundMessage
-from tests.fakes.clock import VirtualClock
+from tests.fakes.door import start_answering
+from tests.fakes.manual_clock import ManualClock
 from tests.fakes.telegram_server import FakeTelegram, Inbox, group_chat, user, utf16_len
 from tests.test_telegram import FAST, POLICY
 
@@ -32,20 +33,14 @@ INTERVAL = 1.0
 
 
 @pytest.fixture
-def clock() -> VirtualClock:
-    return VirtualClock()
-
-
-@pytest.fixture
-async def tg(clock: VirtualClock) -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram(clock=clock.monotonic) as fake:
-        yield fake
+def clock() -> ManualClock:
+    return ManualClock(auto=True)
 
 
 @asynccontextmanager
 async def channel_on(
     tg: FakeTelegram,
-    clock: VirtualClock,
+    clock: ManualClock,
     *,
     per_minute: int = 20,
     inbox: Inbox | None = None,
@@ -56,8 +51,10 @@ async def channel_on(
         enabled=True, token=tg.token, api_base_url=tg.root, poll_stall_s=30.0, **config
     )
     timings = replace(timings, group_sends_per_min=per_minute)
-    channel = TelegramChannel(cfg, timings=timings, clock=clock, is_addressed=POLICY.triggers)
-    await channel.start(inbox or Inbox())
+    channel = TelegramChannel(cfg, timings=timings, clock=clock)
+    inbox = inbox or Inbox()
+    inbox.door.answers = POLICY.triggers  # the daemon's decision, as its dispatcher makes it
+    await start_answering(channel, inbox)
     try:
         yield channel
     finally:

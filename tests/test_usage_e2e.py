@@ -29,7 +29,7 @@ from memory.usage import UsageScope, UsageTotals
 from tests.fakes.onebot_impl import FakeOneBot
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, private_chat, user
-from tests.rig import settings_for
+from tests.rig import answer_of, settings_for
 from tests.test_channel_e2e import PNG, telegram_section
 
 BOT = "chatterd_test_bot"
@@ -102,12 +102,6 @@ def clock() -> WallClock:
 @pytest.fixture
 async def chat() -> AsyncIterator[FakeOpenAI]:
     async with FakeOpenAI(reply="plain answer", model="chat-model") as fake:
-        yield fake
-
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram(username=BOT) as fake:
         yield fake
 
 
@@ -184,8 +178,8 @@ async def test_a_server_without_usage_is_counted_by_us_and_flagged(
         settings = settings_for(tmp_path, database_url, quiet)
         async with daemon(settings, clock) as app:
             assert app.processor is not None
-            reply = await app.processor.handle(
-                InboundMessage("http", "u1", ChatType.PRIVATE, "u1", "Ann", "hello")
+            reply = await answer_of(
+                app, InboundMessage("http", "u1", ChatType.PRIVATE, "u1", "Ann", "hello")
             )
     assert reply == "plain answer"
     counter = get_counter(settings.context.tokenizer)
@@ -208,8 +202,8 @@ async def test_calls_of_a_turn_that_then_failed_still_count(
     settings = settings_for(tmp_path, database_url, chat)
     async with daemon(settings, clock) as app:
         assert app.processor is not None
-        reply = await app.processor.handle(
-            InboundMessage("http", "u1", ChatType.PRIVATE, "u1", "Ann", "I like tea")
+        reply = await answer_of(
+            app, InboundMessage("http", "u1", ChatType.PRIVATE, "u1", "Ann", "I like tea")
         )
     assert reply is not None and reply.startswith("Sorry")
     assert await storage.usage.totals(TODAY, TODAY) == UsageTotals(60, 5, 1, 0)
@@ -259,7 +253,7 @@ async def test_compaction_counts_for_the_sender_whose_turn_made_it_due(
             message = InboundMessage(
                 "http", "g1", ChatType.GROUP, sender, sender, f"{n} {filler}", mentions_bot=True
             )
-            await app.processor.handle(message)
+            await answer_of(app, message)
             await app.processor.settle()  # a summary being written finishes first
             asked = [r for r in chat.requests if "running summary" in str(r["messages"][0])]
             summaries.append(len(asked))

@@ -17,7 +17,7 @@ from core.media.imaging import BadImage, TooManyPixels, prepare_image
 from core.media.vision import UNREADABLE, VisionReader
 from core.messages import ChatType, ImageRef, InboundMessage
 from tests.fakes.openai_server import FakeOpenAI
-from tests.rig import settings_for, turn_path
+from tests.rig import answer_of, settings_for, turn_path
 
 
 def picture(fmt: str, size: tuple[int, int] = (16, 12), color: str = "red") -> bytes:
@@ -146,10 +146,8 @@ async def test_description_reaches_the_model_and_the_stored_turn(storage, tmp_pa
         FakeOpenAI(reply="Nice cat!") as chat_fake,
     ):
         settings = settings_for(tmp_path, None, chat_fake, vision_fake)
-        async with turn_path(settings, Seams(storage=storage)) as (_, path):
-            reply = await path.processor.handle(
-                message(ref(PNG), text="what is this?", message_id="m1")
-            )
+        async with turn_path(settings, Seams(storage=storage)) as (app, _):
+            reply = await answer_of(app, message(ref(PNG), text="what is this?", message_id="m1"))
         assert reply == "Nice cat!"
         sent = chat_fake.requests[0]["messages"][-1]["content"]
         assert sent.endswith("[Ann]: what is this?\n(Image 1: a png picture)")
@@ -204,8 +202,8 @@ async def test_passthrough_sends_the_image_to_the_main_model(storage, tmp_path: 
     async with FakeOpenAI(reply="I see a red square") as chat_fake:
         passthrough = {"enabled": True, "mode": "passthrough"}
         settings = settings_for(tmp_path, None, chat_fake, vision=passthrough)
-        async with turn_path(settings, Seams(storage=storage)) as (_, path):
-            reply = await path.processor.handle(message(ref(PNG), text="and this?"))
+        async with turn_path(settings, Seams(storage=storage)) as (app, _):
+            reply = await answer_of(app, message(ref(PNG), text="and this?"))
         assert reply == "I see a red square"
         content = chat_fake.requests[0]["messages"][-1]["content"]
         assert [part["type"] for part in content] == ["image_url", "text"]

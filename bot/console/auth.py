@@ -16,20 +16,15 @@ import hashlib
 import hmac
 import secrets
 from collections import OrderedDict, deque
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
-Clock = Callable[[], datetime]
+from core.clock import WallClock, utc_now
 
 MAX_SESSIONS = 64  # the oldest is signed out when more sign in
 FAILURES_PER_ADDRESS = 5  # wrong passwords from one address per window, then refused
 FAILURES_TOTAL = 30  # wrong passwords from all addresses per window, then refused
 FAILURE_WINDOW = timedelta(minutes=5)
-
-
-def system_clock() -> datetime:
-    return datetime.now(UTC)
 
 
 def password_matches(given: str, expected: str) -> bool:
@@ -52,7 +47,7 @@ class Session:
 class Sessions:
     """Signed-in browsers by cookie token; bounded, each expiring `lifetime` after sign-in."""
 
-    def __init__(self, lifetime: timedelta, clock: Clock = system_clock) -> None:
+    def __init__(self, lifetime: timedelta, clock: WallClock = utc_now) -> None:
         self._lifetime = lifetime
         self._clock = clock
         self._sessions: OrderedDict[str, Session] = OrderedDict()
@@ -94,7 +89,7 @@ def csrf_matches(session: Session, given: str | None) -> bool:
 class SignInLimiter:
     """Counts failed sign-ins per address and in total over a sliding window."""
 
-    def __init__(self, clock: Clock = system_clock) -> None:
+    def __init__(self, clock: WallClock = utc_now) -> None:
         self._clock = clock
         self._failures: deque[tuple[datetime, str]] = deque()
         self.refused_total = 0  # wrong passwords and attempts refused while limited

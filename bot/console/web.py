@@ -23,19 +23,18 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from bot.config import Settings
 from bot.console.auth import (
-    Clock,
     Session,
     Sessions,
     SignInLimiter,
     csrf_matches,
     password_matches,
-    system_clock,
 )
 from bot.console.fmt import format_age, format_time
 from bot.console.params import BadInput, sign_in_target
 from bot.console.recent import RecentErrors
 from channels.base import ChannelHealth
 from channels.web_guard import SAFE_METHODS, cross_site_reason
+from core.clock import WallClock, utc_now
 from core.context.report import ContextReport
 from memory.activity import Activity
 from memory.browse import Browse
@@ -84,7 +83,7 @@ class ConsoleDeps:
     last_report: Callable[[str, str], ContextReport | None]
     errors: RecentErrors
     chat_settings: ChatSettingsAccess
-    clock: Clock = system_clock
+    clock: WallClock = utc_now
 
 
 class Console:

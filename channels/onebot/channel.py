@@ -23,8 +23,9 @@ from channels.onebot.actions import OneBotError
 from channels.onebot.connections import ConnectionRegistry
 from channels.onebot.inbound import Inbound
 from channels.onebot.outbound import Authors, Outbound
-from channels.onebot.pacing import Clock, SendPacer
+from channels.onebot.pacing import SendPacer
 from channels.onebot.transport import ForwardClient, OneBotConnection, ReverseServer
+from core.clock import Clock
 from core.inject import clean_name
 from core.media.fetch import DownloadPolicy, SafeDownloader
 from core.messages import ImageRef, OutboundMessage, Sent
@@ -85,11 +86,11 @@ class OneBotChannel:
                     allow_private_hosts=tuple(config.allow_private_media_hosts),
                 )
             ),
-            deliver=self._outbound.deliver,
             spawn=self._tasks.spawn,
             on_alive=self._mark_ok,
             action_timeout_s=action_timeout_s,
             max_text_chars=config.max_text_chars,
+            notify=self.send,
         )
         self._server: ReverseServer | None = None
         self._client: ForwardClient | None = None

@@ -3,8 +3,8 @@ daemon's handler with the facts the trigger policy needs.
 
 Every message event goes to the handler (which applies the trigger policy and the rate
 limit); this fills in mentions_bot, reply_to_bot (asking the implementation who wrote
-the quoted message when we have not seen it) and the sender's display name, and hands
-the handler's own reply (commands) to the outbound side.
+the quoted message when we have not seen it) and the sender's display name. Answers go
+out through the channel's send(), never back through here.
 """
 
 from __future__ import annotations
@@ -32,11 +32,13 @@ from channels.onebot.message import ParsedMessage, interpret, normalize_message
 from channels.onebot.outbound import Authors
 from channels.onebot.transport import OneBotConnection
 from core.media.fetch import DownloadError, SafeDownloader
-from core.messages import ChatType, ImageRef, InboundMessage, Reply
+from core.messages import DeliveryError, ImageRef, InboundMessage, OutboundMessage, TryLater
 
 log = logging.getLogger(__name__)
 
-Deliver = Callable[[str, InboundMessage, Reply], Awaitable[None]]
+# How the channel sends a notice of its own (a cut message): its send(), the same code the
+# core's one door sends through.
+Notify = Callable[[OutboundMessage], Awaitable[object]]
 TEXT_CUT_NOTICE = "Your message was too long for me: I read only its first {limit} characters."
 Spawn = Callable[[Coroutine[Any, Any, object]], None]
 
@@ -50,11 +52,11 @@ class Inbound:
         authors: Authors,
         downloader: SafeDownloader,
         *,
-        deliver: Deliver,
         spawn: Spawn,
         on_alive: Callable[[], None],
         action_timeout_s: float,
         max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+        notify: Notify | None = None,
     ) -> None:
         self._registry = registry
         self._authors = authors
@@ -62,7 +64,7 @@ class Inbound:
         self._files = QQFiles(downloader, action_timeout_s=action_timeout_s)
         # What recent messages said, so a reply's quoted links are read without a get_msg.
         self._texts: LRUCache[tuple[str, str], str] = LRUCache(2048)
-        self._deliver = deliver
+        self._notify = notify
         self._spawn = spawn
         self._on_alive = on_alive
         self._action_timeout_s = action_timeout_s
@@ -132,15 +134,29 @@ class Inbound:
             message = with_reply(message, target, conn.self_id, quoted)
         assert self.handler is not None
         if len(parsed.text) > self._max_text_chars and _addressed(message):
-            notice = TEXT_CUT_NOTICE.format(limit=self._max_text_chars)
-            await self._deliver(ConnectionRegistry.key_of(conn), message, Reply(notice))
+            await self._tell_cut(message)
         try:
-            reply = await self.handler(message)
+            await self.handler(message)  # answers go out through the channel's send()
+        except TryLater:
+            pass  # kept; answered after the restart
         except Exception:
             log.exception("onebot%s: handler failed for message %s", conn.label, message.message_id)
+
+    async def _tell_cut(self, message: InboundMessage) -> None:
+        """The sender learns that only the start of a too-long message was read."""
+        if self._notify is None:
             return
-        if reply is not None and reply.text.strip():
-            await self._deliver(ConnectionRegistry.key_of(conn), message, reply)
+        notice = OutboundMessage(
+            platform=message.platform,
+            chat_id=message.chat_id,
+            text=TEXT_CUT_NOTICE.format(limit=self._max_text_chars),
+            reply_to_message_id=message.message_id,
+            plain=True,
+        )
+        try:
+            await self._notify(notice)
+        except DeliveryError as exc:
+            log.warning("onebot: notice of a cut message not delivered: %s", exc)
 
     async def _reply_target(
         self, conn: OneBotConnection, message_id: str

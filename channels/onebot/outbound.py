@@ -30,7 +30,7 @@ from channels.onebot.connections import ConnectionRegistry, OneBotUnavailable
 from channels.onebot.events import id_param, parse_chat_id
 from channels.onebot.message import Segment, at_segment, reply_segment, text_segment
 from channels.onebot.pacing import SendPacer
-from core.messages import DeliveryError, InboundMessage, OutboundMessage, Reply, Sent
+from core.messages import DeliveryError, OutboundMessage, Sent
 
 log = logging.getLogger(__name__)
 
@@ -106,12 +106,11 @@ class Outbound:
         self._send_wait_s = send_wait_s
         self._parser = new_parser()
 
-    # -- the two ways a reply comes in -----------------------------------------------
-
     async def send(self, message: OutboundMessage, running: Callable[[], bool]) -> Sent:
-        """A reply the core sends. Waits (bounded) for an account to be connected, so a
-        reply survives a reconnect; DeliveryError when it could not be sent (permanent
-        when the chat id can never be addressed)."""
+        """Send anything the core sends (a reply, a command's answer, a notice). Waits
+        (bounded) for an account to be connected, so it survives a reconnect;
+        DeliveryError when it could not be sent (permanent when the chat id can never
+        be addressed)."""
         try:
             kind, number = parse_chat_id(message.chat_id)
         except ValueError as exc:
@@ -124,8 +123,7 @@ class Outbound:
         while True:
             try:
                 account = self._registry.account_for(message.chat_id)
-                ids = await self.send_text(account, destination, message.text, markdown=True)
-                return Sent(tuple(ids))
+                return Sent(tuple(await self._send_to(account, destination, message)))
             except OneBotUnavailable as exc:
                 if not running() or loop.time() > deadline:
                     raise DeliveryError(f"onebot: {exc}") from None
@@ -149,32 +147,28 @@ class Outbound:
             raise DeliveryError(f"onebot: {exc}") from None
         return Sent(tuple(self._note_sent(account, data)))
 
-    async def deliver(self, account: str, message: InboundMessage, reply: Reply) -> None:
-        """A reply the handler returned (commands, notices): into the chat, or to a DM for
-        a private reply, saying so in the group when QQ refuses the DM. Failures are logged.
-        These texts are ours and already plain (a /context report's indentation, a
-        remembered fact's `*`, must stay as they are), so they are not rendered."""
-        kind, number = parse_chat_id(message.chat_id)
-        label = f"[{account}]"
-        try:
-            if kind == "group" and reply.private:
-                dm = Destination("private", message.sender_id, temp_group=number)
-                try:
-                    await self.send_text(account, dm, reply.text)
-                except OneBotError as exc:
-                    log.info(
-                        "onebot%s: DM to %s refused (%s); saying so in the group",
-                        label,
-                        message.sender_id,
-                        exc,
-                    )
-                    here = Destination("group", number, reply_to=message.message_id)
-                    await self.send_text(account, here, DM_REFUSED)
-                return
-            reply_to = message.message_id if kind == "group" else None
-            await self.send_text(account, Destination(kind, number, reply_to), reply.text)
-        except OneBotError as exc:
-            log.warning("onebot%s: reply to %s not delivered: %s", label, message.chat_id, exc)
+    async def _send_to(
+        self, account: str, destination: Destination, message: OutboundMessage
+    ) -> list[str]:
+        """The model's Markdown is rendered; our own texts (a /context report's
+        indentation, a remembered fact's `*`) are sent as written. A private answer goes
+        to the person's DM, or the group is told that QQ refused it."""
+        person = message.private_to
+        if person is not None and destination.kind == "group":
+            dm = Destination("private", person.user_id, temp_group=destination.number)
+            try:
+                return await self.send_text(account, dm, message.text)
+            except OneBotUnavailable:
+                raise
+            except OneBotError as exc:
+                log.info(
+                    "onebot[%s]: DM to %s refused (%s); saying so in the group",
+                    account,
+                    person.user_id,
+                    exc,
+                )
+                return await self.send_text(account, destination, DM_REFUSED)
+        return await self.send_text(account, destination, message.text, markdown=not message.plain)
 
     # -- one reply -------------------------------------------------------------------
 

@@ -17,34 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from channels.onebot.actions import OneBotError
+from core.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-class Clock(Protocol):
-    """Where the queue reads the time and waits (a test passes one it moves itself)."""
-
-    def monotonic(self) -> float: ...
-
-    async def sleep(self, seconds: float) -> None: ...
-
-
-class SystemClock:
-    """The real clock."""
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
 
 
 class SendQueueClosed(OneBotError):

@@ -45,7 +45,6 @@ class TelegramTimings:
     send_attempts: int = 3
     send_backoff_s: float = 1.0
     max_retry_after_s: float = 60.0
-    typing_delay_s: float = 1.0  # for messages not obviously addressed to the bot
     typing_interval_s: float = 4.0  # Telegram shows "typing" for 5 s
     image_timeout_s: float = 30.0
     group_sends_per_min: int = 20  # Telegram's per-group budget; edits count too

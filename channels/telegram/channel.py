@@ -1,10 +1,11 @@
 """The Telegram channel: python-telegram-bot's Application, polling or webhook.
 
 Every message goes to the daemon's handler (it applies the trigger policy and the rate
-limit, and keeps untriggered group messages as context). The model's replies come back
-through `send` (rendered Markdown as entities, split to Telegram's limit, threaded to the
-triggering message in groups) or grow in place through `open_stream` (stream.py); our
-own texts (command answers, notices) go out plain. Polling is watched by a supervisor
+limit, and keeps untriggered group messages as context). Everything the daemon answers
+comes back through `send` (the model's Markdown rendered as entities, split to
+Telegram's limit, threaded to the triggering message in groups; our own texts, command
+answers and notices, plain; a private answer in the sender's DM) or grows in place
+through `open_stream` (stream.py). Polling is watched by a supervisor
 (see polling.py) so a silent stall or a 409 Conflict is reported and recovered, and
 health() says so.
 """
@@ -18,7 +19,7 @@ import logging
 import os
 import random
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 
 from telegram import BotCommand, Message, Update
 from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, TelegramError
@@ -41,13 +42,15 @@ from channels.telegram.inbound import (
     BotIdentity,
     Skip,
     normalise,
+    telegram_message_id,
 )
 from channels.telegram.outbound import TelegramSender, with_mention
-from channels.telegram.pacing import AsyncioClock, ChatPacer, Clock, is_group
+from channels.telegram.pacing import ChatPacer, is_group
 from channels.telegram.polling import PollMonitor, PollSupervisor
 from channels.telegram.presence import AckReaction, Presence
-from channels.telegram.replies import deliver_reply, send_logged
+from channels.telegram.replies import send_logged, send_private
 from channels.telegram.stream import StreamSettings, TelegramStream
+from core.clock import Clock, SystemClock
 from core.messages import (
     Attachment,
     ChatType,
@@ -56,6 +59,7 @@ from core.messages import (
     InboundMessage,
     OutboundMessage,
     Sent,
+    TryLater,
 )
 from core.ordering import TaskTracker
 from core.streaming import StreamRecorder
@@ -91,15 +95,12 @@ class TelegramChannel:
         *,
         image_max_bytes: int = 10 * 1024 * 1024,
         commands: Sequence[tuple[str, str]] = DEFAULT_COMMANDS,
-        is_addressed: Callable[[InboundMessage], bool] | None = None,
         timings: TelegramTimings | None = None,
         clock: Clock | None = None,
     ) -> None:
-        """`is_addressed` is the daemon's trigger policy (the dispatcher's, passed in so
-        the rule lives in one place): a message it accepts shows "typing" at once, any
-        other only after `typing_delay_s` (most never get an answer, so never show it).
-        Without it, every message waits `typing_delay_s`. `clock` paces sends (tests
-        pass a virtual one).
+        """`clock` paces sends (tests pass a virtual one). "typing…" is shown only
+        while the daemon answers (`working`, called through core/delivery.py from the
+        dispatcher's one decision), never for a message it will not answer.
         """
         if config.token is None or not config.token.get_secret_value().strip():
             raise TelegramStartError(
@@ -113,7 +114,6 @@ class TelegramChannel:
         self._token = config.token.get_secret_value().strip()
         self._image_max_bytes = image_max_bytes
         self._commands = tuple(commands)
-        self._is_addressed = is_addressed
         self._t = timings or TelegramTimings()
         self._monitor = PollMonitor(redact=self._redact)
         self._webhook = config.mode == "webhook"
@@ -128,7 +128,7 @@ class TelegramChannel:
         self._commands_set = False
         self._running = False
         self._requests: tuple[HTTPXRequest, ...] = ()
-        self._clock = clock or AsyncioClock()
+        self._clock = clock or SystemClock()
         self._presence = Presence(self._clock)
         self._ack: AckReaction | None = None
         self._streams: weakref.WeakSet[TelegramStream] = weakref.WeakSet()
@@ -168,7 +168,8 @@ class TelegramChannel:
         except InvalidToken:
             await self._teardown()
             raise TelegramStartError(
-                "telegram: the Bot API rejected the token (check [telegram] token)"
+                "telegram: the Bot API refused the token: set a valid [telegram] token "
+                "(or TELEGRAM_BOT_TOKEN; get one from @BotFather)"
             ) from None
         except (OSError, TelegramError) as exc:
             if isinstance(exc, NetworkError) and not isinstance(exc, BadRequest):
@@ -221,11 +222,22 @@ class TelegramChannel:
             target = target_of(message)
         except ValueError:
             raise DeliveryError("telegram: not a chat id", permanent=True) from None
-        pieces = final_pieces(message.text)
-        if message.mention_user_id and is_group(target.chat_id) and pieces:
-            pieces = [with_mention(pieces[0], message.mention_user_id), *pieces[1:]]
         try:
-            ids = await complete(self._sender, target, pieces, recorded(message.resume))
+            if message.private_to is not None:
+                username = self._me.username if self._me else None
+                ids = await send_private(self._sender, message, target, bot_username=username)
+            elif message.plain:
+                ids = await self._sender.send_text(
+                    target.chat_id,
+                    message.text,
+                    reply_to=target.reply_to,
+                    thread_id=target.thread_id,
+                )
+            else:
+                pieces = final_pieces(message.text)
+                if message.mention_user_id and is_group(target.chat_id) and pieces:
+                    pieces = [with_mention(pieces[0], message.mention_user_id), *pieces[1:]]
+                ids = await complete(self._sender, target, pieces, recorded(message.resume))
         except TelegramError as exc:
             # Blocked by the user, removed from the group, a chat that does not exist:
             # sending again on the next sweep would only fail again.
@@ -360,41 +372,43 @@ class TelegramChannel:
                 )
                 self._tasks.spawn(notice)
             return
-        assert source is not None
-        self._tasks.spawn(self._handle(result, source))
+        self._tasks.spawn(self._handle(result))
 
-    async def _handle(self, message: InboundMessage, source: Message) -> None:
-        assert self._handler is not None and self._sender is not None
-        group = message.chat_type is ChatType.GROUP
-        reply_to = source.message_id if group else None
+    async def _handle(self, message: InboundMessage) -> None:
+        assert self._handler is not None
+        try:
+            await self._handler(message)  # answers come back through send()
+        except TryLater:
+            pass  # kept; answered after the restart
+        except Exception:
+            log.exception("telegram: handler failed for chat %s", message.chat_id)
+
+    @contextlib.asynccontextmanager
+    async def working(self, message: InboundMessage) -> AsyncIterator[None]:
+        """The daemon decided to answer `message` and is making the answer: "typing…"
+        until the answer's text shows, and in a group the ack reaction when it is slow
+        (removed once the answer is sent)."""
+        if self._sender is None or message.platform != PLATFORM:
+            yield
+            return
+        chat = int(message.chat_id)
         thread = int(message.thread_id) if message.thread_id else None
-        addressed = self._is_addressed is not None and self._is_addressed(message)
-        delay = 0.0 if addressed else self._t.typing_delay_s
-        key = (source.chat_id, thread)
+        key = (chat, thread)
         async with contextlib.AsyncExitStack() as stack:
-            if self._ack is not None and group and addressed:
-                await stack.enter_async_context(self._ack.around(key, source.message_id))
-            async with self._sender.typing(
-                source.chat_id,
-                thread,
-                delay_s=delay,
-                interval_s=self._t.typing_interval_s,
-                quiet=lambda: self._presence.showing(key),
-            ):
-                try:
-                    reply = await self._handler(message)
-                except Exception:
-                    log.exception("telegram: handler failed for chat %s", message.chat_id)
-                    return
-            if reply is not None and reply.text.strip():
-                await deliver_reply(
-                    self._sender,
-                    reply,
-                    message,
-                    (source.chat_id, reply_to, thread),
-                    bot_username=self._me.username if self._me else None,
-                    redact=self._redact,
+            group = message.chat_type is ChatType.GROUP
+            if self._ack is not None and group and message.message_id is not None:
+                quoted = telegram_message_id(message.message_id)
+                await stack.enter_async_context(self._ack.around(key, quoted))
+            await stack.enter_async_context(
+                self._sender.typing(
+                    chat,
+                    thread,
+                    delay_s=0.0,
+                    interval_s=self._t.typing_interval_s,
+                    quiet=lambda: self._presence.showing(key),
                 )
+            )
+            yield
 
     def _redact(self, text: str) -> str:
         return text.replace(self._token, "<token>") if self._token else text

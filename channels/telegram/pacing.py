@@ -12,32 +12,13 @@ Time comes from an injected `Clock`, so tests run the pacing in virtual time.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections import deque
-from typing import Protocol
+
+from core.clock import Clock
 
 GROUP_SENDS_PER_MIN = 20
 WINDOW_S = 60.0
 _SWEEP_OVER = 512  # chats tracked before stale entries are swept
-
-
-class Clock(Protocol):
-    """Where pacing reads the time and waits; tests pass a virtual one."""
-
-    def monotonic(self) -> float: ...
-
-    async def sleep(self, seconds: float) -> None: ...
-
-
-class AsyncioClock:
-    """The real clock: the event loop's monotonic time and asyncio.sleep."""
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(max(0.0, seconds))
 
 
 def is_group(chat_id: int) -> bool:

@@ -21,6 +21,8 @@ from telegram import Update
 from telegram.error import InvalidToken, TelegramError
 from telegram.request import BaseRequest, HTTPXRequest, RequestData
 
+from core.clock import Ticker
+
 log = logging.getLogger(__name__)
 
 JSONDict = dict[str, Any]
@@ -36,9 +38,7 @@ CONFLICT_HELP = (
 class PollMonitor:
     """The facts about polling that health() and the supervisor read."""
 
-    def __init__(
-        self, *, redact: Callable[[str], str], clock: Callable[[], float] = time.monotonic
-    ):
+    def __init__(self, *, redact: Callable[[str], str], clock: Ticker = time.monotonic):
         self._redact = redact
         self._clock = clock
         self.last_ok: datetime | None = None

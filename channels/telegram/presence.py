@@ -14,7 +14,7 @@ import logging
 from collections.abc import AsyncIterator
 
 from channels.telegram.outbound import TelegramSender
-from channels.telegram.pacing import Clock
+from core.clock import Clock
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The daemon's own answers to a message (command output, notices), as plain text.
+"""The daemon's own texts (command output, notices), sent plain; a DM asked for in a group.
 
 Why plain: these texts are ours, not the model's Markdown, and may quote what users
 stored (a memory with `*` or `#` in it must read as written). Why logged, not raised:
@@ -12,44 +12,38 @@ from collections.abc import Callable
 
 from telegram.error import BadRequest, Forbidden, TelegramError
 
+from channels.telegram.completion import Target
 from channels.telegram.outbound import TelegramSender
-from core.messages import ChatType, InboundMessage, Reply
+from core.messages import OutboundMessage
 
 log = logging.getLogger(__name__)
 
 
-async def deliver_reply(
+async def send_private(
     sender: TelegramSender,
-    reply: Reply,
-    message: InboundMessage,
-    where: tuple[int, int | None, int | None],
+    message: OutboundMessage,
+    target: Target,
     *,
     bot_username: str | None,
-    redact: Callable[[str], str],
-) -> None:
-    """Send `reply` to the chat `where` = (chat id, message to quote, topic); a private
-    reply asked for in a group goes to the sender's DM, or a notice says how to allow it."""
-    chat_id, reply_to, thread = where
-    if reply.private and message.chat_type is ChatType.GROUP:
-        try:
-            await sender.send_text(int(message.sender_id), reply.text)
-            return
-        except (Forbidden, BadRequest) as exc:
-            log.info(
-                "telegram: cannot DM user %s (%s); asking them to start a chat",
-                message.sender_id,
-                exc,
-            )
-        except TelegramError as exc:
-            log.error("telegram: DM to user %s failed: %s", message.sender_id, redact(str(exc)))
-            return
-        notice = (
-            f"{message.sender_name}, I can't message you privately yet: open a chat with "
-            f"@{bot_username}, press Start, then ask again."
+) -> list[int]:
+    """Send `message` to its `private_to` person's DM; when they never opened one (403,
+    400), a notice in the chat `target` says how to allow it. The sent ids; raises
+    TelegramError when neither went out."""
+    person = message.private_to
+    assert person is not None
+    try:
+        return await sender.send_text(int(person.user_id), message.text)
+    except (Forbidden, BadRequest) as exc:
+        log.info(
+            "telegram: cannot DM user %s (%s); asking them to start a chat", person.user_id, exc
         )
-        await send_logged(sender, chat_id, notice, reply_to, thread, redact)
-        return
-    await send_logged(sender, chat_id, reply.text, reply_to, thread, redact)
+    notice = (
+        f"{person.name}, I can't message you privately yet: open a chat with "
+        f"@{bot_username}, press Start, then ask again."
+    )
+    return await sender.send_text(
+        target.chat_id, notice, reply_to=target.reply_to, thread_id=target.thread_id
+    )
 
 
 async def send_logged(

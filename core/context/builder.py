@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
 from typing import Any
 
+from core.clock import WallClock
 from core.context.assembler import ComponentPriority, Order
 from core.context.budget import framing_tokens, oldest_to_drop, resolve_counter
 from core.context.compaction import SUMMARY_COMPONENT, summary_text
@@ -80,7 +80,7 @@ class ContextBuilder:
         reply_tokens: int = DEFAULT_REPLY_TOKENS,
         bot_name: str = "chatterd",
         timezone: str = "UTC",
-        clock: Callable[[], datetime] | None = None,
+        clock: WallClock | None = None,
         tool_guide: str | None = None,
         components: Sequence[SystemComponent] = (),
         history_share: float = 0.25,

@@ -48,6 +48,10 @@ TAG_ROLES: Mapping[str, str] = MappingProxyType(
 )
 DEFAULT_TAGS = frozenset(TAG_ROLES)
 _RESULT_TAGS = frozenset({"tool_result", "skill_result", "subagent_result"})
+# The conversational tags carry their role (and a clarification its action) in the tag,
+# as the seed format writes them: `<user_message id="c2" role="user">`.
+_ROLE_TAGS = frozenset({"user_message", "assistant_response", "assistant_clarification"})
+_ACTIONS: Mapping[str, str] = MappingProxyType({"assistant_clarification": "clarification"})
 # The tag of a chunk without `subtype`: (type, role) -> tag, then (type, None) -> tag.
 _TYPE_TAGS: Mapping[tuple[ChunkType, str | None], str] = MappingProxyType(
     {
@@ -120,6 +124,13 @@ class XmlChunkRenderer:
 
     def open_tag(self, chunk: Chunk, tag: str) -> str:
         attrs = [f'id="{escape_attr(str(chunk.id))}"']
+        fixed = {"id"}
+        if tag in _ROLE_TAGS:
+            attrs.append(f'role="{escape_attr(self.get_role(chunk))}"')
+            fixed.add("role")
+        if tag in _ACTIONS:
+            attrs.append(f'action="{_ACTIONS[tag]}"')
+            fixed.add("action")
         meta = chunk.metadata
         if tag in _RESULT_TAGS and "success" in meta:
             ok = bool(meta["success"])
@@ -127,8 +138,8 @@ class XmlChunkRenderer:
             if not ok and "error" not in meta:
                 attrs.append('error="true"')
         for key, value in meta.items():
-            if key == "id" or (key == "success" and tag in _RESULT_TAGS):
-                continue  # the chunk id wins; success was written above
+            if key in fixed or (key == "success" and tag in _RESULT_TAGS):
+                continue  # the chunk's id, role and action win; success was written above
             name, text = _attr_name(key), _attr_text(value)
             if name is not None and text is not None:
                 attrs.append(f'{name}="{text}"')

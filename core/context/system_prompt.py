@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import logging
 import platform
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from core.clock import WallClock
 from core.context.assembler import ComponentPriority, ContextAssembler, ContextOverflowError, Order
 from core.context.parts import (
     IDENTITY,
@@ -48,7 +49,7 @@ class SystemPrompt:
         max_tokens: int,
         bot_name: str = "chatterd",
         timezone: str = "UTC",
-        clock: Callable[[], datetime] | None = None,
+        clock: WallClock | None = None,
         tool_guide: str | None = None,
         components: Sequence[SystemComponent] = (),
         order: Order = "insertion",

@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from core.clock import Ticker
 from core.llm.errors import LLMError, LLMErrorKind, is_endpoint_fault
 from core.llm.provider import ChatResult, LLMProvider, StreamDone, StreamEvent
 
 log = logging.getLogger(__name__)
 
-Clock = Callable[[], float]
 EndpointState = Literal["ok", "cooling_down", "unknown"]
 
 
@@ -59,7 +59,7 @@ class FallbackProvider:
         providers: Sequence[LLMProvider],
         *,
         cooldown_s: float = 60.0,
-        clock: Clock = time.monotonic,
+        clock: Ticker = time.monotonic,
         config_key: str = "[llm]",
     ) -> None:
         if not providers:

@@ -7,8 +7,9 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
+from core.clock import Ticker
 from core.llm.endpoint import OPENAI_BASE_URL, OpenAIProvider
-from core.llm.fallback import Clock, FallbackProvider
+from core.llm.fallback import FallbackProvider
 from core.llm.provider import LLMProvider
 
 
@@ -74,7 +75,7 @@ def with_fallbacks(
     entries: Sequence[EndpointSettings] | None = None,
     section: str = "[llm]",
     temperature: float | None = None,
-    clock: Clock = time.monotonic,
+    clock: Ticker = time.monotonic,
 ) -> FallbackProvider:
     """`primary`, then one provider per fallbacks entry (default: [llm] fallbacks).
 

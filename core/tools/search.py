@@ -12,7 +12,6 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -21,6 +20,7 @@ from cachetools import TTLCache
 from ddgs import DDGS
 from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 
+from core.clock import Ticker
 from core.tools.registry import Observation, Tool, ToolContext
 
 log = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ class CachedSearch:
         *,
         ttl_s: float = 300.0,
         max_entries: int = 256,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Ticker = time.monotonic,
     ) -> None:
         self._backend = backend
         self._entries: TTLCache[str, list[SearchResult]] = TTLCache(max_entries, ttl_s, timer=clock)

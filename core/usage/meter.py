@@ -13,28 +13,25 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any, Literal, Protocol
 
+from core.clock import WallClock, utc_now
 from core.context.tokens import TokenCounter, count_messages
 from core.llm.provider import ChatResult
 from core.messages import InboundMessage
-from memory.usage import UsageDelta
+from core.storage import UsageSink
+from memory.types import UsageDelta
 
 log = logging.getLogger(__name__)
 
 Purpose = Literal["reply", "vision", "compaction", "transcription", "speech"]
-WallClock = Callable[[], datetime]  # aware UTC "now"; injected in tests to cross midnight
 # The user id compaction is recorded under when nobody's turn triggered it (a library
 # caller of Compactor.fold without `who`): the chat pays, no person does.
 UNATTRIBUTED = "(chat)"
 UNKNOWN_MODEL = "(unknown)"
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)
@@ -64,12 +61,6 @@ class UsageMeter(Protocol):
 
     async def record(self, who: UsageSubject, calls: Sequence[ModelCall], purpose: Purpose) -> None:
         """Count `calls` for `who`; never raises for a storage problem."""
-
-
-class UsageSink(Protocol):
-    """Storage of the counters (memory.usage.UsageStore)."""
-
-    async def add(self, deltas: Sequence[UsageDelta]) -> None: ...
 
 
 @dataclass(frozen=True)

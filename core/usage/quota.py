@@ -11,14 +11,15 @@ starts; a turn that starts under the limit runs to the end (its tool rounds incl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
-from typing import Literal, Protocol
+from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 from cachetools import LRUCache
 
+from core.clock import WallClock, utc_now
 from core.messages import ChatType, InboundMessage
-from core.usage.meter import WallClock, utc_now
-from memory.usage import DaySpend
+from core.storage import SpendReader
+from memory.types import DaySpend
 
 NOTICE_EVERY = timedelta(hours=1)
 Scope = Literal["user", "group", "global"]
@@ -41,14 +42,6 @@ class QuotaLimits:
     def enabled(self) -> bool:
         limits = (self.user_tokens_per_day, self.group_tokens_per_day, self.global_tokens_per_day)
         return any(limits)
-
-
-class SpendReader(Protocol):
-    """One day's spend of a user, a chat and everyone (memory.usage.UsageStore)."""
-
-    async def spent_on(
-        self, day: date, platform: str, chat_id: str, user_id: str, *, everyone: bool = True
-    ) -> DaySpend: ...
 
 
 @dataclass(frozen=True)

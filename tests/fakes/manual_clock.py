@@ -11,14 +11,20 @@ class ManualClock:
 
     Manual (default): `sleep` waits until `advance` has moved the time past its end; a
     test that advances only after the sends it expects have arrived reads exact times.
-    Auto: `sleep` moves the time to its end at once, so nothing waits. Times recorded
+    Auto: `sleep` moves the time to its end at once, so nothing waits (pacing rules are
+    lower bounds, checked exactly on the virtual timestamps the fake Bot API records
+    when given `clock=clock.monotonic`). Times recorded
     are exact only while each send is answered before the next one is queued (one
     reply's pieces); sends queued together may be stamped after the clock moved on.
     """
 
-    def __init__(self, start: float = 1000.0, *, auto: bool = False) -> None:
+    def __init__(self, start: float = 1000.0, *, auto: bool = False, gated: bool = False) -> None:
         self.now = start
         self.auto = auto
+        # gated: every sleep first waits until the test sets `gate`, to decide exactly
+        # when a delayed action (the ack reaction) looks at the world.
+        self.gated = gated
+        self.gate = asyncio.Event()
         self.sleeps: list[float] = []  # every sleep asked for, in seconds
         self._sleepers: list[tuple[float, asyncio.Future[None]]] = []
 
@@ -26,6 +32,8 @@ class ManualClock:
         return self.now
 
     async def sleep(self, seconds: float) -> None:
+        if self.gated:
+            await self.gate.wait()
         self.sleeps.append(seconds)
         until = self.now + max(seconds, 0.0)
         if self.auto:

@@ -20,6 +20,8 @@ from typing import Any
 import aiohttp
 from aiohttp import WSMsgType, web
 
+from tests.fakes.door import Door
+
 Responder = Callable[[dict[str, Any]], Any]  # params -> data; raise ActionRefused to fail
 
 
@@ -503,10 +505,11 @@ class Recorder:
     def __init__(self) -> None:
         self.messages: asyncio.Queue[Any] = asyncio.Queue()
         self.reply: Callable[[Any], Any] = lambda message: None
+        self.door = Door()  # answers go out through the channel, as the daemon sends them
 
-    async def __call__(self, message: Any) -> Any:
+    async def __call__(self, message: Any) -> None:
         self.messages.put_nowait(message)
-        return self.reply(message)
+        await self.door.answer(message, self.reply(message))
 
     async def next(self, limit_s: float = 3.0) -> Any:
         async with asyncio.timeout(limit_s):

@@ -47,6 +47,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.door import Door
 from tests.fakes.telegram_chat import ChatModel, utf16_len
 from tests.fakes.telegram_chat import api_error as _error
 from tests.fakes.telegram_chat import api_ok as _ok
@@ -545,21 +546,24 @@ def _json_or_str(value: str) -> Any:
 
 
 class Inbox:
-    """A MessageHandler for tests: records every message, answers with `respond(message)`."""
+    """A MessageHandler for tests: records every message, answers with `respond(message)`
+    through the door (start the channel with tests.fakes.door.start_answering)."""
 
     def __init__(self, respond: Callable[[Any], Any] | None = None) -> None:
         self.messages: list[Any] = []
         self.respond = respond
+        self.door = Door()  # answers go out through the channel, as the daemon sends them
         self._changed = asyncio.Condition()
 
-    async def __call__(self, message: Any) -> Any:
+    async def __call__(self, message: Any) -> None:
         async with self._changed:
             self.messages.append(message)
             self._changed.notify_all()
-        answer = self.respond(message) if self.respond is not None else None
-        if inspect.isawaitable(answer):
-            answer = await answer
-        return answer
+        async with self.door.working(message):  # "typing…", as the dispatcher shows it
+            answer = self.respond(message) if self.respond is not None else None
+            if inspect.isawaitable(answer):
+                answer = await answer
+        await self.door.answer(message, answer)
 
     async def wait(self, count: int = 1, within_s: float = 5.0) -> list[Any]:
         async with self._changed:
