@@ -18,7 +18,6 @@ from bot.access import AccessRules
 from bot.commands import Commands
 from bot.config import Settings
 from bot.remind_command import RemindCommand
-from core.delivery import ChannelRoutes, Outbox
 from core.messages import ChatType, InboundMessage
 from core.processor import MessageProcessor, ShuttingDown
 from core.reminders.scheduler import Gate, Lock, Scheduler, SchedulerOptions

@@ -23,10 +23,11 @@ from bot.app import Seams
 from core.context.builder import ContextBuilder
 from core.context.parts import memory_component, session_component
 from core.context.tokens import count_messages, get_counter
+from core.messages import InboundMessage, OutboundMessage
 from memory.store import SqlStorage
 from memory.usage import UsageScope
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, echo_last_user
-from tests.rig import msg, settings_for, turn_path
+from tests.rig import Waiting, msg, settings_for, turn_path
 
 START = datetime(2026, 3, 2, 9, 59, 30, tzinfo=UTC)
 
@@ -48,8 +49,15 @@ async def daemon(
     async with FakeOpenAI(echo_last_user, **fake) as model:
         settings = settings_for(tmp_path, None, model, groups={"wake_words": ["bot"]})
         seams = Seams(storage=storage, clock=clock)
-        async with turn_path(settings, seams) as (_app, path):
-            yield model, path.dispatcher
+        async with turn_path(settings, seams) as (app, path):
+            waiting = Waiting("telegram")  # reads what the one door out sent for a message
+            app.routes.add(waiting)
+
+            async def dispatch(message: InboundMessage) -> OutboundMessage | None:
+                sent = await waiting.ask(path.dispatcher, message)
+                return sent[0] if sent else None
+
+            yield model, dispatch
 
 
 def history_end(request: RecordedRequest) -> int:

@@ -32,7 +32,14 @@ from channels.onebot.message import ParsedMessage, interpret, normalize_message
 from channels.onebot.outbound import Authors
 from channels.onebot.transport import OneBotConnection
 from core.media.fetch import DownloadError, SafeDownloader
-from core.messages import DeliveryError, ImageRef, InboundMessage, OutboundMessage, TryLater
+from core.messages import (
+    ChatType,
+    DeliveryError,
+    ImageRef,
+    InboundMessage,
+    OutboundMessage,
+    TryLater,
+)
 
 log = logging.getLogger(__name__)
 

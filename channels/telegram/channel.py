@@ -21,7 +21,7 @@ import random
 import weakref
 from collections.abc import AsyncIterator, Sequence
 
-from telegram import BotCommand, Message, Update
+from telegram import BotCommand, Update
 from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, TelegramError
 from telegram.ext import ContextTypes
 from telegram.request import HTTPXRequest
