@@ -23,7 +23,7 @@ from bot.tools_command import ToolsCommand
 from core.context.report import format_report
 from memory.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI, content_text
-from tests.rig import ADMIN, msg, settings_for, turn_path
+from tests.rig import ADMIN, Waiting, msg, settings_for, turn_path
 
 ROOT = Path(__file__).resolve().parent.parent
 MEMBER = "2"  # telegram:2, no admin
@@ -36,11 +36,16 @@ class McpRig:
     app: App
     pids: Path
     notes: Path
+    door: Waiting  # what the one door out sent for each message asked
 
-    async def ask(self, text: str, *, sender: str = MEMBER, chat: str = "g", group: bool = True):
-        return await self.app.processor.handle(  # type: ignore[union-attr]
-            msg(text, sender=sender, chat=chat, group=group, name="Bob")
-        )
+    async def ask(
+        self, text: str, *, sender: str = MEMBER, chat: str = "g", group: bool = True
+    ) -> str | None:
+        """The reply to one message (several may be asked at once)."""
+        assert self.app.processor is not None
+        message = msg(text, sender=sender, chat=chat, group=group, name="Bob")
+        sent = await self.door.ask(self.app.processor.handle, message)
+        return sent[0].text if sent else None
 
     def server_pids(self) -> list[int]:
         return [int(p) for p in self.pids.read_text().split()] if self.pids.exists() else []
@@ -69,7 +74,9 @@ async def mcp_rig(
             mcp={"servers": {"test": server or STDIO}, **(mcp or {})},
         )
         async with turn_path(settings, Seams(storage=storage)) as (app, _path):
-            yield McpRig(fake, app, pids, notes)
+            door = Waiting("telegram")
+            app.routes.add(door)
+            yield McpRig(fake, app, pids, notes, door)
 
 
 def offered(request: Any) -> list[str]:

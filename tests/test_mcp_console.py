@@ -26,7 +26,7 @@ async def test_healthz_and_console_show_servers_and_recent_calls(
         )
         async with running(settings) as run, client() as session:
             model.reply_tool_calls([{"name": "dict__lookup", "arguments": {"word": "owl"}}])
-            body = {"user_id": "u1", "chat_id": "c1", "chat_type": "private", "text": "an owl?"}
+            body = {"user_id": "u1", "chat_id": "u1", "chat_type": "private", "text": "an owl?"}
             async with session.post(f"{run.base}/v1/chat", json=body) as answered:
                 assert answered.status == 200, await answered.text()
             async with session.get(f"{run.base}/healthz") as health:

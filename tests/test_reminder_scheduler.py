@@ -38,6 +38,7 @@ class RecordingChannel:
     """A started channel as the core sees it: takes every send, or refuses while `down`."""
 
     name = "telegram"
+    pushes = True  # it takes messages nobody is waiting for (reminders)
 
     def __init__(self) -> None:
         self.sent: list[OutboundMessage] = []

@@ -34,14 +34,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from core.accepted import SCHEDULED_PREFIX
 from core.messages import ChatType, DeliveryError, InboundMessage, OutboundMessage, Sent
 from core.reminders.service import late_note
 from core.reminders.when import Schedule
-from memory.reminders import Reminder, ReminderStore, Run
+from memory.reminder_types import Reminder, Run
+
+if TYPE_CHECKING:
+    from memory.reminders import ReminderStore
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,15 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from core.messages import ChatType, InboundMessage
 from core.reminders.when import Schedule, WhenError, describe, resolve, zone_label
-from memory.reminders import Reminder, ReminderDraft, ReminderRefused, ReminderStore
+from memory.reminder_types import Reminder, ReminderDraft, ReminderRefused
+
+if TYPE_CHECKING:
+    from memory.reminders import ReminderStore
 
 log = logging.getLogger(__name__)
 

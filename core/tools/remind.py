@@ -13,7 +13,7 @@ from core.accepted import SCHEDULED_PREFIX
 from core.messages import InboundMessage
 from core.reminders.service import Reminders
 from core.tools.registry import Observation, Tool, ToolContext
-from memory.reminders import ReminderRefused
+from memory.reminder_types import ReminderRefused
 
 USAGE = (
     "[Remind: <when> | <text>] - set a reminder for the person you are talking to, sent "
