@@ -287,7 +287,7 @@ def chat_bodies(chats: int, turns: int, tag: str) -> list[list[dict[str, Any]]]:
         [
             {
                 "user_id": f"{tag}-u{c}",
-                "chat_id": f"{tag}-c{c}",
+                "chat_id": f"{tag}-u{c}",  # a private chat is its user's (issue 24)
                 "chat_type": "private",
                 "sender_name": f"User {c}",
                 "text": f"message {t} from chat {c}: 你好, how are you?",
