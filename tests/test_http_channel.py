@@ -259,3 +259,12 @@ async def test_send_is_refused_and_stop_closes_the_port() -> None:
         with pytest.raises(aiohttp.ClientConnectionError):
             async with harness.session.get(f"http://127.0.0.1:{port}/healthz"):
                 pass
+
+
+async def test_text_over_the_cap_is_413_and_not_stored() -> None:
+    """The HTTP cap on text (16,000 characters): a clear 413, nothing handed in or stored,
+    so the client can shorten it and send again (issue 24, item 11)."""
+    async for harness in make_harness(max_body_bytes=1 << 20):
+        status, body, _ = await harness.post({**PRIVATE, "text": "x" * 16_001})
+        assert status == 413 and "16000 characters" in body["error"]
+        assert harness.recorder.seen == []
