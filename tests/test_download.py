@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
-import socket
 from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
-from aiohttp.abc import AbstractResolver, ResolveResult
 
 from channels.download import (
     DownloadError,
@@ -18,35 +16,8 @@ from channels.download import (
     SafeDownloader,
     is_public_address,
 )
+from tests.fakes.dns import MapResolver
 from tests.fakes.onebot_impl import PNG, MediaServer
-
-
-class MapResolver(AbstractResolver):
-    """A DNS stand-in: names we choose resolve to addresses we choose."""
-
-    def __init__(self, table: dict[str, str]) -> None:
-        self.table = table
-        self.asked: list[str] = []
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        self.asked.append(host)
-        if host not in self.table:
-            raise OSError(f"unknown host {host}")
-        return [
-            ResolveResult(
-                hostname=host,
-                host=self.table[host],
-                port=port,
-                family=socket.AF_INET,
-                proto=0,
-                flags=socket.AI_NUMERICHOST,
-            )
-        ]
-
-    async def close(self) -> None:
-        pass
 
 
 @pytest.fixture
