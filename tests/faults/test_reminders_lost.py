@@ -125,6 +125,8 @@ async def test_two_replicas_send_every_occurrence_of_a_repeat_once_with_one_kill
     command(harness, GROUP, "/remind every 5s stand up")
     await harness.tg.wait_for("sendMessage", 1, within_s=15)
     b = await harness.daemon(EXTRA)  # after the command: one of them takes each update
+    assert b.proc is not None
+    b_pid = b.proc.pid
     await until(lambda: len(reminder_texts(harness, GROUP["id"])) >= 3, [a, b], 40)
     a.kill()
     await a.wait()
@@ -141,4 +143,6 @@ async def test_two_replicas_send_every_occurrence_of_a_repeat_once_with_one_kill
     gaps = {later - earlier for earlier, later in zip(dues, dues[1:], strict=False)}
     assert gaps == {timedelta(seconds=5)}  # none skipped, none twice
     assert all(t.splitlines()[0] == "⏰ stand up" for t in texts)
-    assert len({r.claimed_by for r in stored}) == 2  # both replicas sent some
+    # The survivor took over: the occurrences after the kill were claimed by b. (Which
+    # replica wins a claim while both run depends on their tick phases: not asserted.)
+    assert f":{b_pid}:" in stored[-1].claimed_by, [r.claimed_by for r in stored]
