@@ -98,12 +98,6 @@ async def chat() -> AsyncIterator[FakeOpenAI]:
         yield fake
 
 
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram(username=BOT) as fake:
-        yield fake
-
-
 def telegram(tg: FakeTelegram) -> dict[str, Any]:
     return {"enabled": True, "token": tg.token, "api_base_url": tg.root, "poll_stall_s": 3.0}
 

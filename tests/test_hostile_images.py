@@ -66,12 +66,6 @@ async def vision() -> AsyncIterator[FakeOpenAI]:
         yield fake
 
 
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram(username=BOT) as fake:
-        yield fake
-
-
 def last_user(chat: FakeOpenAI) -> str:
     return content_text(chat.requests[-1]["messages"][-1]["content"])
 

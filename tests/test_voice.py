@@ -48,12 +48,6 @@ async def model() -> AsyncIterator[FakeOpenAI]:
         yield fake
 
 
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram(username=BOT) as fake:
-        yield fake
-
-
 def tg_settings(
     tmp_path: Path, url: str, model: FakeOpenAI, tg: FakeTelegram, **voice: Any
 ) -> Settings:
