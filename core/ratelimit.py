@@ -10,11 +10,13 @@ used to make the bot spam a chat. The dispatcher applies it to every channel
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass
 
+from cachetools import LRUCache
+
 from core.clock import Ticker
+from core.window import SlidingWindow
 
 RATE_NOTICE = "You're sending messages faster than I can answer. Please wait a minute."
 
@@ -27,10 +29,10 @@ class RateDecision:
 
 
 class RateLimiter:
-    """Sliding window: at most `limit` events per `window_s` seconds for each key.
+    """At most `limit` events per `window_s` seconds for each key (core/window.py counts).
 
-    `limit = 0` disables limiting. Memory stays bounded: a key whose events have all
-    expired is forgotten, and at most `max_keys` keys are tracked (the stalest go first).
+    `limit = 0` disables limiting. A refused key is told once per window: the notice
+    marks are kept for as many keys as the window tracks, and go with them.
     """
 
     def __init__(
@@ -44,45 +46,31 @@ class RateLimiter:
         if limit < 0 or window_s <= 0 or max_keys < 1:
             raise ValueError("limit must be >= 0, window_s > 0 and max_keys >= 1")
         self._limit = limit
-        self._window = window_s
         self._clock = clock
-        self._max_keys = max_keys
-        self._events: dict[Hashable, deque[float]] = {}
-        self._notified_until: dict[Hashable, float] = {}
+        self._window: SlidingWindow[Hashable] = SlidingWindow(
+            window_s, clock=clock, max_keys=max_keys
+        )
+        self._notified_until: LRUCache[Hashable, float] = LRUCache(maxsize=max_keys)
 
     @property
     def enabled(self) -> bool:
         return self._limit > 0
 
+    @property
+    def tracked(self) -> int:
+        """Keys remembered now (bounded by `max_keys`)."""
+        return len(self._window)
+
     def check(self, key: Hashable) -> RateDecision:
         """Record one event for `key` if allowed; say whether it is and whether to notify."""
         if not self.enabled:
             return RateDecision(True)
-        now = self._clock()
-        events = self._events.pop(key, None) or deque()
-        while events and events[0] <= now - self._window:
-            events.popleft()
-        self._events[key] = events  # re-insert: dict order is now least-recently-seen first
-        if len(events) < self._limit:
-            events.append(now)
-            self._evict()
+        retry_after = self._window.wait_s(key, limit=self._limit)
+        if retry_after <= 0:
+            self._window.add(key)
             return RateDecision(True)
-        retry_after = max(0.0, events[0] + self._window - now)
+        now = self._clock()
         notify = now >= self._notified_until.get(key, float("-inf"))
         if notify:
             self._notified_until[key] = now + retry_after
         return RateDecision(False, notify=notify, retry_after_s=retry_after)
-
-    def _evict(self) -> None:
-        now = self._clock()
-        for _ in range(2):  # amortised: forget up to two idle keys per event
-            stalest = next(iter(self._events))
-            events = self._events[stalest]
-            if events and events[-1] > now - self._window:
-                break
-            del self._events[stalest]
-            self._notified_until.pop(stalest, None)
-        while len(self._events) > self._max_keys:
-            stalest = next(iter(self._events))
-            del self._events[stalest]
-            self._notified_until.pop(stalest, None)

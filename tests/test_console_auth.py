@@ -43,7 +43,8 @@ def test_wrong_passwords_from_one_address_block_only_that_address_for_a_while() 
     assert not limiter.blocked("10.0.0.1")
     limiter.failed("10.0.0.1")
     assert limiter.blocked("10.0.0.1") and not limiter.blocked("10.0.0.2")
-    assert 0 < limiter.retry_after_s() <= FAILURE_WINDOW.total_seconds() + 1
+    assert 0 < limiter.retry_after_s("10.0.0.1") <= FAILURE_WINDOW.total_seconds() + 1
+    assert limiter.retry_after_s("10.0.0.2") == 0
     clock.now += FAILURE_WINDOW
     assert not limiter.blocked("10.0.0.1")
     assert limiter.refused_total == FAILURES_PER_ADDRESS

@@ -156,10 +156,10 @@ def test_rate_limit_zero_disables_and_memory_is_bounded() -> None:
     limiter = RateLimiter(1, window_s=60, clock=clock, max_keys=10)
     for n in range(100):
         limiter.check(n)
-    assert len(limiter._events) <= 10
+    assert limiter.tracked <= 10
     clock.now += 61
     for n in range(100, 110):
         limiter.check(n)  # idle keys are forgotten as new ones arrive
-    assert len(limiter._events) <= 10
+    assert limiter.tracked <= 10
     with pytest.raises(ValueError):
         RateLimiter(-1)

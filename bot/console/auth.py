@@ -15,11 +15,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from core.clock import WallClock, utc_now
+from core.window import SlidingWindow
 
 MAX_SESSIONS = 64  # the oldest is signed out when more sign in
 FAILURES_PER_ADDRESS = 5  # wrong passwords from one address per window, then refused
@@ -87,32 +88,31 @@ def csrf_matches(session: Session, given: str | None) -> bool:
 
 
 class SignInLimiter:
-    """Counts failed sign-ins per address and in total over a sliding window."""
+    """Counts failed sign-ins per address and in total (core/window.py's counter)."""
+
+    _EVERYONE = ""  # the key under which every address's failures are counted together
 
     def __init__(self, clock: WallClock = utc_now) -> None:
-        self._clock = clock
-        self._failures: deque[tuple[datetime, str]] = deque()
-        self.refused_total = 0  # wrong passwords and attempts refused while limited
+        def seconds() -> float:
+            return clock().timestamp()
 
-    def _prune(self) -> None:
-        cutoff = self._clock() - FAILURE_WINDOW
-        while self._failures and self._failures[0][0] <= cutoff:
-            self._failures.popleft()
+        window_s = FAILURE_WINDOW.total_seconds()
+        self._failures: SlidingWindow[str] = SlidingWindow(window_s, clock=seconds)
+        self.refused_total = 0  # wrong passwords and attempts refused while limited
 
     def blocked(self, address: str) -> bool:
         """True while this address (or everyone) has failed too often lately."""
-        self._prune()
-        mine = sum(1 for _, who in self._failures if who == address)
-        return mine >= FAILURES_PER_ADDRESS or len(self._failures) >= FAILURES_TOTAL
+        return self.retry_after_s(address) > 0
 
     def failed(self, address: str) -> None:
-        self._prune()
-        self._failures.append((self._clock(), address))
+        self._failures.add(address)
+        self._failures.add(self._EVERYONE)
         self.refused_total += 1
 
-    def retry_after_s(self) -> int:
-        """Seconds until the oldest counted failure leaves the window."""
-        if not self._failures:
-            return 0
-        left = self._failures[0][0] + FAILURE_WINDOW - self._clock()
-        return max(1, int(left.total_seconds()) + 1)
+    def retry_after_s(self, address: str) -> int:
+        """Whole seconds until this address may try again (0: now)."""
+        left = max(
+            self._failures.wait_s(address, limit=FAILURES_PER_ADDRESS),
+            self._failures.wait_s(self._EVERYONE, limit=FAILURES_TOTAL),
+        )
+        return int(left) + 1 if left > 0 else 0

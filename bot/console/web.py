@@ -240,7 +240,7 @@ class Console:
             page = self._sign_in_page(
                 request, "Too many wrong passwords; wait a few minutes.", status=429
             )
-            page.headers["Retry-After"] = str(self.limiter.retry_after_s())
+            page.headers["Retry-After"] = str(self.limiter.retry_after_s(address))
             return page
         password = form.get("password")
         if not isinstance(password, str) or not password_matches(password, self._password):

@@ -12,13 +12,12 @@ Time comes from an injected `Clock`, so tests run the pacing in virtual time.
 
 from __future__ import annotations
 
-from collections import deque
-
 from core.clock import Clock
+from core.window import SlidingWindow
 
 GROUP_SENDS_PER_MIN = 20
 WINDOW_S = 60.0
-_SWEEP_OVER = 512  # chats tracked before stale entries are swept
+_SWEEP_OVER = 512  # chats held after a 429 before expired holds are swept
 
 
 def is_group(chat_id: int) -> bool:
@@ -44,8 +43,7 @@ class ChatPacer:
             raise ValueError("per_minute must be >= 1")
         self.clock = clock
         self.per_minute = per_minute
-        self._window_s = window_s
-        self._uses: dict[int, deque[float]] = {}
+        self._uses: SlidingWindow[int] = SlidingWindow(window_s, clock=clock.monotonic)
         self._held_until: dict[int, float] = {}
 
     def wait_s(self, chat_id: int, *, spare: int = 0) -> float:
@@ -55,23 +53,19 @@ class ChatPacer:
         wait = max(0.0, self._held_until.get(chat_id, 0.0) - now)
         if not is_group(chat_id):
             return wait
-        uses = self._recent(chat_id, now)
         allowed = max(1, self.per_minute - spare)
-        if len(uses) >= allowed:
-            frees_at = uses[len(uses) - allowed] + self._window_s
-            wait = max(wait, frees_at - now)
-        return wait
+        return max(wait, self._uses.wait_s(chat_id, limit=allowed))
 
     def note_send(self, chat_id: int) -> None:
         """A send or edit to `chat_id` goes out now: it takes a slot."""
         if not is_group(chat_id):
             return
-        if len(self._uses) > _SWEEP_OVER:
-            self._sweep()
-        self._uses.setdefault(chat_id, deque()).append(self.clock.monotonic())
+        self._uses.add(chat_id)
 
     def hold(self, chat_id: int, seconds: float) -> None:
         """Telegram answered 429 with `retry_after`: nothing goes to the chat until then."""
+        if len(self._held_until) > _SWEEP_OVER:
+            self._sweep()
         until = self.clock.monotonic() + max(0.0, seconds)
         self._held_until[chat_id] = max(self._held_until.get(chat_id, 0.0), until)
 
@@ -81,19 +75,8 @@ class ChatPacer:
             await self.clock.sleep(wait)
         self.note_send(chat_id)
 
-    def _recent(self, chat_id: int, now: float) -> deque[float]:
-        uses = self._uses.get(chat_id)
-        if uses is None:
-            return deque()
-        while uses and uses[0] <= now - self._window_s:
-            uses.popleft()
-        return uses
-
     def _sweep(self) -> None:
         now = self.clock.monotonic()
-        for chat_id in list(self._uses):
-            if not self._recent(chat_id, now):
-                del self._uses[chat_id]
         for chat_id, until in list(self._held_until.items()):
             if until <= now:
                 del self._held_until[chat_id]
