@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from bot.config import Settings
-from core.messages import ChatType, InboundMessage
+from core.messages import ChatKey, ChatType, InboundMessage
 from memory.chat_settings import ChatSettings
 
 # The operator at their own terminal (`chatterd chat`): never restricted.
@@ -50,10 +50,10 @@ class GroupAccess:
 
 @dataclass(frozen=True)
 class AccessRules:
-    """`[access]` and `[bot] admins`, as sets of `platform:id` keys."""
+    """`[access]` and `[bot] admins`: chats as ChatKeys, people as `platform:id` keys."""
 
     groups: Literal["all", "allowlist"] = "all"
-    allowed_groups: frozenset[str] = frozenset()
+    allowed_groups: frozenset[ChatKey] = frozenset()
     blocked_users: frozenset[str] = frozenset()
     private: Literal["all", "allowlist", "off"] = "all"
     allowed_users: frozenset[str] = frozenset()
@@ -64,7 +64,7 @@ class AccessRules:
         access = settings.access
         return cls(
             groups=access.groups,
-            allowed_groups=frozenset(access.allowed_groups),
+            allowed_groups=frozenset(ChatKey.parse(key) for key in access.allowed_groups),
             blocked_users=frozenset(access.blocked_users),
             private=access.private,
             allowed_users=frozenset(access.allowed_users),

@@ -42,6 +42,7 @@ from core.llm import (
     with_fallbacks,
 )
 from core.media.vision import VisionReader
+from core.messages import ChatKey
 from core.processor import ImageReader, MessageProcessor, ProcessorOptions
 from core.recovery import Recovery, RecoveryOptions
 from core.reminders.scheduler import Scheduler
@@ -492,4 +493,4 @@ class App:
 
 async def _persona(chat_settings: CachedChatSettings, platform: str, chat_id: str) -> str:
     """The processor's persona lookup (core.context.turn.ChatPersona)."""
-    return (await chat_settings.get(platform, chat_id)).persona
+    return (await chat_settings.get(ChatKey(platform, chat_id))).persona

@@ -96,14 +96,14 @@ class BotCommand:
             if sub == "timezone":
                 return Reply(await self._timezone(message, rest_of(message.text)))
             if sub == "reset-settings":
-                await self.chat_settings.reset(*_chat(message), by=message.sender_key)
+                await self.chat_settings.reset(message.chat_key, by=message.sender_key)
                 return Reply("Done: this chat's persona and wake words are back to the defaults.")
         except ChatSettingsError as refused:
             return Reply(f"Not changed: {refused}.")
         return Reply(USAGE)
 
     async def _switch(self, message: InboundMessage, *, on: bool) -> str:
-        here = await self.chat_settings.update(*_chat(message), by=message.sender_key, enabled=on)
+        here = await self.chat_settings.update(message.chat_key, by=message.sender_key, enabled=on)
         if not on:
             return (
                 "I'm off in this group: I won't answer or keep messages here until an admin "
@@ -118,7 +118,7 @@ class BotCommand:
 
     async def _allow(self, message: InboundMessage, *, allow: bool) -> str:
         here = await self.chat_settings.update(
-            *_chat(message), by=message.sender_key, allowed=allow
+            message.chat_key, by=message.sender_key, allowed=allow
         )
         if not allow:
             return (
@@ -130,21 +130,21 @@ class BotCommand:
         return "This group is allowed: I answer here from now on."
 
     async def _persona(self, message: InboundMessage, text: str) -> str:
-        chat = _chat(message)
+        chat = message.chat_key
         if not text:
-            current = (await self.chat_settings.get(*chat)).persona
+            current = (await self.chat_settings.get(chat)).persona
             shown = f'"{current}"' if current else "none"
             return f"This chat's persona: {shown}.\n{PERSONA_USAGE}"
         if text.casefold() == PERSONA_CLEAR:
-            await self.chat_settings.update(*chat, by=message.sender_key, persona="")
+            await self.chat_settings.update(chat, by=message.sender_key, persona="")
             return "Done: this chat has no persona of its own now."
-        await self.chat_settings.update(*chat, by=message.sender_key, persona=text)
+        await self.chat_settings.update(chat, by=message.sender_key, persona=text)
         return "Done: this persona applies to my answers in this chat only."
 
     async def _wake(self, message: InboundMessage, text: str) -> str:
-        chat = _chat(message)
+        chat = message.chat_key
         if not text:
-            return self._wake_words_line(await self.chat_settings.get(*chat))
+            return self._wake_words_line(await self.chat_settings.get(chat))
         removing = text.startswith("-")
         word = check_wake_word(text[1:] if removing else text)
         folded = word.casefold()
@@ -157,18 +157,18 @@ class BotCommand:
                 raise ChatSettingsError(f"{word} is not one of this group's wake words")
             return {"wake_words": kept if removing else [*kept, word]}
 
-        here = await self.chat_settings.modify(*chat, by=message.sender_key, change=change)
+        here = await self.chat_settings.modify(chat, by=message.sender_key, change=change)
         done = f"Removed {word}." if removing else f"Added {word}."
         return f"{done} {self._wake_words_line(here)}"
 
     async def _timezone(self, message: InboundMessage, text: str) -> str:
-        chat = _chat(message)
+        chat = message.chat_key
         if not text:
-            zone = (await self.chat_settings.get(*chat)).timezone
+            zone = (await self.chat_settings.get(chat)).timezone
             shown = zone or f"{self.default_timezone} ([bot] timezone)"
             return f"This chat's time zone: {shown}. /bot timezone <Zone> changes it."
         zone_name = None if text.casefold() == "default" else text
-        here = await self.chat_settings.update(*chat, by=message.sender_key, timezone=zone_name)
+        here = await self.chat_settings.update(chat, by=message.sender_key, timezone=zone_name)
         if here.timezone is None:
             return f"Done: reminders here use {self.default_timezone} ([bot] timezone)."
         return f"Done: reminders here use {here.timezone}; those already set keep their zone."
@@ -178,7 +178,7 @@ class BotCommand:
         return f"Wake words: {', '.join(self.wake_words)} (config); this group's own: {own}."
 
     async def _status(self, message: InboundMessage) -> str:
-        here = await self.chat_settings.get(*_chat(message))
+        here = await self.chat_settings.get(message.chat_key)
         lines = [f"Here: {message.chat_key} ({message.chat_type.value} chat)."]
         if message.chat_type is ChatType.GROUP:
             group = self.access.group(here)
@@ -206,7 +206,3 @@ class BotCommand:
                 f"Last changed by {here.updated_by} at {here.updated_at:%Y-%m-%d %H:%M} UTC."
             )
         return "\n".join(lines)
-
-
-def _chat(message: InboundMessage) -> tuple[str, str]:
-    return message.platform, message.chat_id

@@ -235,7 +235,7 @@ class Dispatcher:
         """A group's stored settings (cached); private chats need none here."""
         if self._chat_settings is None or message.chat_type is not ChatType.GROUP:
             return ChatSettings(message.platform, message.chat_id)
-        return await self._chat_settings.get(message.platform, message.chat_id)
+        return await self._chat_settings.get(message.chat_key)
 
     async def _quota_check(self, message: InboundMessage) -> QuotaDecision:
         """Over a daily allowance the message is not accepted (not stored, no model

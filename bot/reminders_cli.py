@@ -13,17 +13,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.config import Settings
+from core.messages import ChatKey
 from core.reminders.service import list_line
 
 CHAT = re.compile(r"^(telegram|qq|http|console):(\S+)$")
 OPERATOR = "cli"
 
 
-def _chat(text: str) -> tuple[str, str]:
-    found = CHAT.match(text)
-    if found is None:
+def _chat(text: str) -> ChatKey:
+    if CHAT.match(text) is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not platform:chat_id (e.g. qq:group:123)")
-    return found.group(1), found.group(2)
+    return ChatKey.parse(text)
 
 
 def add_reminders_parser(sub: Any) -> None:
@@ -54,10 +54,13 @@ async def run_reminders_command(args: argparse.Namespace, settings: Settings) ->
                 return 1
             print(f"cancelled #{number} in {found.chat_key}: {found.text}")
             return 0
-        platform, chat_id = args.chat if args.chat else (None, None)
+        chat: ChatKey | None = args.chat
         states = ("active", "missed", "done", "cancelled") if args.all else ("active", "missed")
         found_all = await store.reminders.listing(
-            platform=platform, chat_id=chat_id, states=states, limit=200
+            platform=chat.platform if chat else None,
+            chat_id=chat.chat_id if chat else None,
+            states=states,
+            limit=200,
         )
     finally:
         await store.close()

@@ -18,7 +18,7 @@ from bot.access import AccessRules
 from bot.commands import Commands
 from bot.config import Settings
 from bot.remind_command import RemindCommand
-from core.messages import ChatType, InboundMessage
+from core.messages import ChatKey, ChatType, InboundMessage
 from core.processor import MessageProcessor, ShuttingDown
 from core.reminders.scheduler import Gate, Lock, Scheduler, SchedulerOptions
 from core.reminders.service import ReminderLimits, Reminders
@@ -37,7 +37,7 @@ def build_reminders(
         return None
 
     async def zone_of(platform: str, chat_id: str) -> str | None:
-        return (await chat_settings.get(platform, chat_id)).timezone
+        return (await chat_settings.get(ChatKey(platform, chat_id))).timezone
 
     push_url = settings.http.push_url
     return Reminders(
@@ -67,7 +67,7 @@ def delivery_gate(settings: Settings, chat_settings: CachedChatSettings) -> Gate
     access = AccessRules.from_settings(settings)
 
     async def gate(reminder: Reminder) -> str | None:
-        here = await chat_settings.get(reminder.platform, reminder.chat_id)
+        here = await chat_settings.get(reminder.chat_key)
         owner = InboundMessage(
             platform=reminder.platform,
             chat_id=reminder.chat_id,

@@ -8,6 +8,10 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+# ChatKey is re-exported: channels import only from core.messages.
+from memory.types import ChatKey as ChatKey
+from memory.types import InChat
+
 
 class ChatType(StrEnum):
     PRIVATE = "private"
@@ -51,7 +55,7 @@ class Attachment:
 
 
 @dataclass(frozen=True)
-class InboundMessage:
+class InboundMessage(InChat):
     """One message as a channel saw it, before any policy is applied."""
 
     platform: str
@@ -73,11 +77,6 @@ class InboundMessage:
     # The channel's handle of a request still waiting for its answer (HTTP pairs each
     # request with the reply sent for it); never stored, so a recovered message has none.
     request_id: str | None = None
-
-    @property
-    def chat_key(self) -> str:
-        """History is keyed by (platform, chat)."""
-        return f"{self.platform}:{self.chat_id}"
 
     @property
     def sender_key(self) -> str:

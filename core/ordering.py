@@ -10,6 +10,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from core.fairness import FairLimiter
+from core.messages import ChatKey
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +33,10 @@ class ChatSerializer:
         # One sender's turns (across all their chats) hold at most `per_source` of the
         # global slots, so their hung turns cannot make every other chat wait.
         self._limit = FairLimiter(max_in_flight, per_source or max_in_flight)
-        self._queues: dict[str, deque[asyncio.Future[None]]] = {}
+        self._queues: dict[ChatKey, deque[asyncio.Future[None]]] = {}
         self._places = 0  # places taken and not yet left: turns in flight plus waiting
 
-    def reserve(self, chat_key: str, source_key: str | None = None) -> ChatTicket:
+    def reserve(self, chat_key: ChatKey, source_key: str | None = None) -> ChatTicket:
         """Take the next place in this chat's queue now; `async with` it to wait for it.
         `source_key` (the sender) is bounded per source when the turn runs."""
         place: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -47,11 +48,11 @@ class ChatSerializer:
         return ChatTicket(self, chat_key, place, source_key)
 
     @asynccontextmanager
-    async def turn(self, chat_key: str) -> AsyncIterator[None]:
+    async def turn(self, chat_key: ChatKey) -> AsyncIterator[None]:
         async with self.reserve(chat_key):
             yield
 
-    def busy(self, chat_key: str) -> bool:
+    def busy(self, chat_key: ChatKey) -> bool:
         """A turn of this chat is in flight or waiting here."""
         return chat_key in self._queues
 
@@ -64,7 +65,7 @@ class ChatSerializer:
         """Turns holding a place here: in flight, or waiting for their chat or a slot."""
         return self._places
 
-    def _leave(self, chat_key: str, place: asyncio.Future[None]) -> None:
+    def _leave(self, chat_key: ChatKey, place: asyncio.Future[None]) -> None:
         queue = self._queues[chat_key]
         queue.remove(place)
         self._places -= 1
@@ -80,7 +81,7 @@ class ChatTicket:
     def __init__(
         self,
         serial: ChatSerializer,
-        chat_key: str,
+        chat_key: ChatKey,
         place: asyncio.Future[None],
         source_key: str | None = None,
     ):

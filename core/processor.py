@@ -20,7 +20,7 @@ from core.inject import inject
 from core.llm import LLMError
 from core.media.attachments import SharedNotes
 from core.media.vision import NOT_DESCRIBED, ImageNotes
-from core.messages import InboundMessage
+from core.messages import ChatKey, InboundMessage
 from core.ordering import ChatSerializer, ChatTicket, TaskTracker
 from core.storage import Store
 from core.streaming import ReplyStream
@@ -114,7 +114,7 @@ class MessageProcessor:
         )
         self._tasks = TaskTracker()
         self._closing = False
-        self._last_reports: LRUCache[str, ContextReport] = LRUCache(maxsize=REPORTS_KEPT)
+        self._last_reports: LRUCache[ChatKey, ContextReport] = LRUCache(maxsize=REPORTS_KEPT)
 
     @property
     def outbox(self) -> Outbox:
@@ -164,7 +164,7 @@ class MessageProcessor:
             message.chat_key,
         )
 
-    def is_busy(self, chat_key: str) -> bool:
+    def is_busy(self, chat_key: ChatKey) -> bool:
         """Accepted messages of this chat are in flight (or queued) in this process."""
         return self._serial.busy(chat_key)
 
@@ -288,7 +288,7 @@ class MessageProcessor:
 
     def last_report(self, platform: str, chat_id: str) -> ContextReport | None:
         """The context report of the chat's last answered turn (for `/context`)."""
-        return self._last_reports.get(f"{platform}:{chat_id}")
+        return self._last_reports.get(ChatKey(platform, chat_id))
 
     async def shutdown(self, timeout_s: float) -> int:
         """Refuse new turns, finish in-flight ones; returns how many had to be cancelled."""

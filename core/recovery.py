@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from core.clock import WallClock, utc_now
-from memory.types import IntakeEntry, IntakeStats
+from memory.types import ChatKey, IntakeEntry, IntakeStats
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ class OpenTurns(Protocol):
 class Finisher(Protocol):
     """What recovery asks of the processor; each returns False when it skipped the row."""
 
-    def is_busy(self, chat_key: str) -> bool: ...
+    def is_busy(self, chat_key: ChatKey) -> bool: ...
 
     async def resume(self, entry: IntakeEntry) -> bool: ...
 
@@ -89,7 +89,7 @@ class Recovery:
                 self._options.within_s,
             )
         entries = await self._turns.open_entries(self._options.batch)
-        by_chat: dict[str, list[IntakeEntry]] = {}
+        by_chat: dict[ChatKey, list[IntakeEntry]] = {}
         for entry in entries:
             by_chat.setdefault(entry.chat_key, []).append(entry)
         done = await asyncio.gather(*(self._finish_chat(rows) for rows in by_chat.values()))

@@ -13,6 +13,7 @@ from sqlalchemy import select
 
 from memory.migrate import Database
 from memory.models import Chat
+from memory.types import ChatKey
 
 KINDS_KEPT = 10_000
 
@@ -22,10 +23,10 @@ class ChatKinds:
 
     def __init__(self, database: Database) -> None:
         self._db = database
-        self._known: LRUCache[tuple[str, str], str] = LRUCache(maxsize=KINDS_KEPT)
+        self._known: LRUCache[ChatKey, str] = LRUCache(maxsize=KINDS_KEPT)
 
     async def kind(self, platform: str, chat_id: str) -> str | None:
-        key = (platform, chat_id)
+        key = ChatKey(platform, chat_id)
         known = self._known.get(key)
         if known is not None:
             return known

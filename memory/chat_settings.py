@@ -26,6 +26,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from memory.migrate import Database
 from memory.models import AUTHOR_LEN, ChatSettingsRow, check_key, clean_text, utcnow
+from memory.types import InChat
 
 PERSONA_MAX_CHARS = 500
 WAKE_WORDS_MAX = 10
@@ -38,7 +39,7 @@ class ChatSettingsError(ValueError):
 
 
 @dataclass(frozen=True)
-class ChatSettings:
+class ChatSettings(InChat):
     """One chat's settings; a chat with no row gets these defaults.
 
     `allowed`: True after `/bot allow`, False after `/bot deny`, None when `[access]`
@@ -56,11 +57,6 @@ class ChatSettings:
     updated_by: str = ""
     updated_at: datetime | None = None
     id: int | None = None
-
-    @property
-    def chat_key(self) -> str:
-        """`platform:chat_id`, the form `[access] allowed_groups` uses."""
-        return f"{self.platform}:{self.chat_id}"
 
 
 def check_persona(text: object) -> str:

@@ -16,12 +16,11 @@ from collections.abc import Callable
 from typing import Any
 
 from memory.chat_settings import Change, ChatSettings, ChatSettingsStore
+from memory.types import ChatKey
 
 DEFAULT_TTL_S = 5.0
 DEFAULT_MAX_CHATS = 10_000
 WARM_PAGE = 500
-
-_Key = tuple[str, str]
 
 
 class CachedChatSettings:
@@ -44,19 +43,18 @@ class CachedChatSettings:
         self.ttl_s = ttl_s
         self._max = max_chats
         self._clock = clock
-        self._entries: OrderedDict[_Key, tuple[float, ChatSettings]] = OrderedDict()
+        self._entries: OrderedDict[ChatKey, tuple[float, ChatSettings]] = OrderedDict()
         # Bumped by every local write: a read that started before it must not overwrite it.
-        self._writes: dict[_Key, int] = {}
+        self._writes: dict[ChatKey, int] = {}
 
-    async def get(self, platform: str, chat_id: str) -> ChatSettings:
+    async def get(self, key: ChatKey) -> ChatSettings:
         """This chat's settings, at most `ttl_s` old."""
-        key = (platform, chat_id)
         found = self._entries.get(key)
         if found is not None and self._clock() - found[0] < self.ttl_s:
             self._entries.move_to_end(key)
             return found[1]
         writes = self._writes.get(key, 0)
-        fresh = await self.store.get(platform, chat_id)
+        fresh = await self.store.get(key.platform, key.chat_id)
         if self._writes.get(key, 0) == writes:
             self._keep(key, fresh)
         return fresh
@@ -70,43 +68,45 @@ class CachedChatSettings:
             wanted = min(WARM_PAGE, self._max - count)
             page = await self.store.listing(wanted, after)
             for settings in page:
-                self._keep((settings.platform, settings.chat_id), settings)
+                self._keep(settings.chat_key, settings)
             count += len(page)
             if len(page) < wanted:
                 break
             after = page[-1].id
         return count
 
-    def peek(self, platform: str, chat_id: str) -> ChatSettings | None:
+    def peek(self, key: ChatKey) -> ChatSettings | None:
         """What is known without waiting (possibly older than `ttl_s`), or None."""
-        found = self._entries.get((platform, chat_id))
+        found = self._entries.get(key)
         return found[1] if found is not None else None
 
-    def forget(self, platform: str, chat_id: str) -> None:
+    def forget(self, key: ChatKey) -> None:
         """Drop this chat's entry, so the next read asks the database."""
-        self._entries.pop((platform, chat_id), None)
+        self._entries.pop(key, None)
 
-    async def update(self, platform: str, chat_id: str, *, by: str, **changes: Any) -> ChatSettings:
-        return self._stored(await self.store.update(platform, chat_id, by=by, **changes))
+    async def update(self, key: ChatKey, *, by: str, **changes: Any) -> ChatSettings:
+        return self._stored(await self.store.update(key.platform, key.chat_id, by=by, **changes))
 
-    async def reset(self, platform: str, chat_id: str, *, by: str) -> ChatSettings:
-        return self._stored(await self.store.reset(platform, chat_id, by=by))
+    async def reset(self, key: ChatKey, *, by: str) -> ChatSettings:
+        return self._stored(await self.store.reset(key.platform, key.chat_id, by=by))
 
-    async def modify(self, platform: str, chat_id: str, *, by: str, change: Change) -> ChatSettings:
-        return self._stored(await self.store.modify(platform, chat_id, by=by, change=change))
+    async def modify(self, key: ChatKey, *, by: str, change: Change) -> ChatSettings:
+        return self._stored(
+            await self.store.modify(key.platform, key.chat_id, by=by, change=change)
+        )
 
     async def listing(self, limit: int = 100, after_id: int | None = None) -> list[ChatSettings]:
         return await self.store.listing(limit, after_id)
 
     def _stored(self, settings: ChatSettings) -> ChatSettings:
-        key = (settings.platform, settings.chat_id)
+        key = settings.chat_key
         self._writes[key] = self._writes.get(key, 0) + 1
         if len(self._writes) > self._max:
             self._writes.pop(next(iter(self._writes)))
         self._keep(key, settings)
         return settings
 
-    def _keep(self, key: _Key, settings: ChatSettings) -> None:
+    def _keep(self, key: ChatKey, settings: ChatSettings) -> None:
         self._entries[key] = (self._clock(), settings)
         self._entries.move_to_end(key)
         while len(self._entries) > self._max:

@@ -19,11 +19,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from memory.migrate import Database
 from memory.models import Chat, User, utc
+from memory.types import ChatKey
 
 CACHE_SIZE = 10_000
 
 UserKey = tuple[str, str]  # (platform, platform user id)
-ChatKey = tuple[str, str]  # (platform, platform chat id)
 KnownUser = tuple[int, str | None]  # (users.id, display name stored)
 
 
@@ -103,8 +103,8 @@ class RowIds:
         if known is not None:
             return known
         values = {
-            "platform": key[0],
-            "platform_chat_id": key[1],
+            "platform": key.platform,
+            "platform_chat_id": key.chat_id,
             "chat_type": chat_type,
             "created_at": utc(None),
         }
@@ -117,7 +117,9 @@ class RowIds:
         cached = self._chats.get(key)
         if cached is not None:
             return cached
-        query = select(Chat.id).where(Chat.platform == key[0], Chat.platform_chat_id == key[1])
+        query = select(Chat.id).where(
+            Chat.platform == key.platform, Chat.platform_chat_id == key.chat_id
+        )
         found = await self._db.read(lambda conn: conn.execute(query).scalar_one_or_none())
         if found is not None:
             self._chats[key] = found

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from memory.types import InChat
+
 
 class ReminderRefused(ValueError):
     """A reminder that is not stored; str() is one line safe to show the person."""
@@ -31,7 +33,7 @@ class ReminderDraft:
 
 
 @dataclass(frozen=True)
-class Reminder:
+class Reminder(InChat):
     id: int
     kind: str
     platform: str
@@ -51,10 +53,6 @@ class Reminder:
     created_at: datetime
     updated_at: datetime
     updated_by: str
-
-    @property
-    def chat_key(self) -> str:
-        return f"{self.platform}:{self.chat_id}"
 
     @property
     def owner_key(self) -> str:

@@ -27,7 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from memory.chat_settings import ChatSettingsStore
-from memory.ids import CACHE_SIZE, ChatKey, RowIds, TxIds
+from memory.ids import CACHE_SIZE, RowIds, TxIds
 from memory.intake import AfterWrite, IntakeConflict, IntakeStore, claim_in, settle_in
 from memory.memories import MemoryRows
 from memory.migrate import Database, head_revision, parse_url, revision_of, upgrade_connection
@@ -36,6 +36,7 @@ from memory.reminders import ReminderStore
 from memory.tool_calls import ToolCallStore
 from memory.turn_reads import TurnReads
 from memory.types import (
+    ChatKey,
     MemoryItem,
     NewMemory,
     NewTurn,
@@ -115,7 +116,7 @@ class SqlStorage:
         stored: list[Turn] = []
         touched: dict[int, dict[str, Any]] = {}  # chats.id -> its activity update
         for turn in turns:
-            chat_key = (turn.platform, turn.chat_id)
+            chat_key = ChatKey(turn.platform, turn.chat_id)
             chat_pk = self._ids.chat_pk(conn, ids, chat_key, str(turn.chat_type))
             sender_pk, name = None, None
             if turn.sender_id is not None:
@@ -168,7 +169,7 @@ class SqlStorage:
 
     def _ids_for_turns(self, turns: Sequence[NewTurn]) -> TxIds:
         users = [(t.platform, t.sender_id) for t in turns if t.sender_id is not None]
-        return self._ids.known(users, [(t.platform, t.chat_id) for t in turns])
+        return self._ids.known(users, [ChatKey(t.platform, t.chat_id) for t in turns])
 
     async def add_turn(self, turn: NewTurn, then: AfterWrite | None = None) -> Turn | None:
         """Store a turn; None (and nothing written) when its platform message id was seen.
@@ -257,7 +258,7 @@ class SqlStorage:
 
     async def clear_history(self, platform: str, chat_id: str) -> int:
         """Delete one chat's turns (the chat row and its members stay); returns how many."""
-        chat_pk = await self._find_chat((platform, chat_id))
+        chat_pk = await self._find_chat(ChatKey(platform, chat_id))
         if chat_pk is None:
             return 0
         statement = delete(TurnRow).where(TurnRow.chat_id == chat_pk)

@@ -17,7 +17,7 @@ from memory.ids import RowIds
 from memory.memories import NEWEST_MEMORIES, memories_params, memory_items
 from memory.migrate import Database
 from memory.models import Chat, TurnRow, User
-from memory.types import SUMMARY_THROUGH, Turn, TurnMaterial
+from memory.types import SUMMARY_THROUGH, ChatKey, Turn, TurnMaterial
 
 
 def _meta(stored: Any) -> dict[str, Any]:
@@ -63,7 +63,7 @@ class TurnReads:
         """The newest `limit` turns of one chat (older than `before_id`), oldest first."""
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
             raise ValueError(f"limit must be a non-negative integer, not {limit!r}")
-        chat_pk = await self._ids.find_chat((platform, chat_id)) if limit else None
+        chat_pk = await self._ids.find_chat(ChatKey(platform, chat_id)) if limit else None
         if chat_pk is None:
             return []
         params = {"chat_pk": chat_pk, "limit": limit, "before_id": before_id}
@@ -82,7 +82,7 @@ class TurnReads:
         the newest turns of a chat contain its latest summary, if it has one, unless the
         read was cut at `limit` (or starts before `before_id`) without reaching it.
         """
-        chat_pk = await self._ids.find_chat((platform, chat_id))
+        chat_pk = await self._ids.find_chat(ChatKey(platform, chat_id))
         memories = memories_params(platform, sender_id)
         recent = {"chat_pk": chat_pk, "limit": limit, "before_id": before_id}
         history = self._recent if before_id is None else self._recent_before

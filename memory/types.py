@@ -14,6 +14,40 @@ Role = Literal["user", "assistant", "tool", "system"]
 TurnKind = Literal["message", "context", "tool_call", "tool_result", "summary"]
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class ChatKey:
+    """Which chat: a platform and that platform's chat id, the one spelling everywhere.
+
+    Written `platform:chat_id` in logs, config (`[access] allowed_groups`), commands and
+    the CLI; `parse` reads that back. The chat id may itself hold colons (`qq`,
+    `group:123`): only the first one separates.
+    """
+
+    platform: str
+    chat_id: str
+
+    def __str__(self) -> str:
+        return f"{self.platform}:{self.chat_id}"
+
+    @classmethod
+    def parse(cls, text: str) -> ChatKey:
+        platform, sep, chat_id = text.strip().partition(":")
+        if not sep or not platform or not chat_id:
+            raise ValueError(f"{text!r} is not a chat key: write platform:chat_id")
+        return cls(platform, chat_id)
+
+
+class InChat:
+    """A record that belongs to one chat: its `platform` and `chat_id` name it."""
+
+    platform: str
+    chat_id: str
+
+    @property
+    def chat_key(self) -> ChatKey:
+        return ChatKey(self.platform, self.chat_id)
+
+
 @dataclass(frozen=True)
 class NewTurn:
     """A turn about to be stored. Chat and sender rows are created on first sight."""
@@ -148,7 +182,7 @@ class IntakeDraft:
 
 
 @dataclass(frozen=True)
-class IntakeEntry:
+class IntakeEntry(InChat):
     id: int
     platform: str
     chat_id: str
@@ -166,10 +200,6 @@ class IntakeEntry:
     delivery: dict[str, Any]
     received_at: datetime
     updated_at: datetime
-
-    @property
-    def chat_key(self) -> str:
-        return f"{self.platform}:{self.chat_id}"
 
 
 @dataclass(frozen=True)

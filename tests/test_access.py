@@ -15,7 +15,7 @@ from bot.access import AccessRules
 from bot.commands import Commands
 from bot.config import ConfigError, load_config
 from bot.dispatcher import Dispatcher
-from core.messages import ChatType, InboundMessage
+from core.messages import ChatKey, ChatType, InboundMessage
 from core.processor import MessageProcessor
 from core.triggers import TriggerPolicy, is_command
 from memory.chat_settings import ChatSettings
@@ -51,7 +51,7 @@ def here(chat: str = "group:7", **values: Any) -> ChatSettings:
 
 LISTED = AccessRules(
     groups="allowlist",
-    allowed_groups=frozenset({"qq:group:7"}),
+    allowed_groups=frozenset({ChatKey("qq", "group:7")}),
     blocked_users=frozenset({"qq:66"}),
     private="allowlist",
     allowed_users=frozenset({"qq:3"}),
@@ -125,7 +125,7 @@ def test_admit(
 def test_http_ids_are_platform_keys() -> None:
     rules = AccessRules(
         groups="allowlist",
-        allowed_groups=frozenset({"http:team"}),
+        allowed_groups=frozenset({ChatKey("http", "team")}),
         private="allowlist",
         allowed_users=frozenset({"http:app1"}),
     )
@@ -157,7 +157,8 @@ def test_access_config_reads_the_documented_forms(tmp_path: Path) -> None:
     assert access.groups == "allowlist" and access.private == "off"
     assert access.allowed_groups == ["telegram:-1001234567890", "qq:group:556677", "http:team"]
     rules = AccessRules.from_settings(load_config(path, environ={}))
-    assert "qq:group:556677" in rules.allowed_groups and "qq:10002" in rules.blocked_users
+    assert ChatKey("qq", "group:556677") in rules.allowed_groups
+    assert "qq:10002" in rules.blocked_users
 
 
 @pytest.mark.parametrize(
@@ -212,26 +213,26 @@ class Clock:
 async def test_cache_sees_another_replicas_change_after_its_ttl(storage: SqlStorage) -> None:
     clock = Clock()
     cache = CachedChatSettings(storage.chat_settings, ttl_s=5.0, clock=clock)
-    assert (await cache.get("qq", "group:7")).enabled is True
+    assert (await cache.get(ChatKey("qq", "group:7"))).enabled is True
     # Another replica (its own cache) switches the group off, straight in the database.
     await storage.chat_settings.update("qq", "group:7", by=ADMIN, enabled=False)
     clock.now += 4.9
-    assert (await cache.get("qq", "group:7")).enabled is True  # still cached
+    assert (await cache.get(ChatKey("qq", "group:7"))).enabled is True  # still cached
     clock.now += 0.2
-    assert (await cache.get("qq", "group:7")).enabled is False  # read again after ttl_s
+    assert (await cache.get(ChatKey("qq", "group:7"))).enabled is False  # read again after ttl_s
 
 
 async def test_cache_writes_through_and_sees_its_own_change_at_once(storage: SqlStorage) -> None:
     clock = Clock()
     cache = CachedChatSettings(storage.chat_settings, ttl_s=60.0, clock=clock)
-    assert (await cache.get("qq", "group:7")).persona == ""
-    await cache.update("qq", "group:7", by=ADMIN, persona="Be brief.")
-    assert (await cache.get("qq", "group:7")).persona == "Be brief."
+    assert (await cache.get(ChatKey("qq", "group:7"))).persona == ""
+    await cache.update(ChatKey("qq", "group:7"), by=ADMIN, persona="Be brief.")
+    assert (await cache.get(ChatKey("qq", "group:7"))).persona == "Be brief."
     assert (await storage.chat_settings.get("qq", "group:7")).persona == "Be brief."
-    await cache.reset("qq", "group:7", by=ADMIN)
-    assert (await cache.get("qq", "group:7")).persona == ""
-    assert cache.peek("qq", "group:8") is None
-    settings = cache.peek("qq", "group:7")
+    await cache.reset(ChatKey("qq", "group:7"), by=ADMIN)
+    assert (await cache.get(ChatKey("qq", "group:7"))).persona == ""
+    assert cache.peek(ChatKey("qq", "group:8")) is None
+    settings = cache.peek(ChatKey("qq", "group:7"))
     assert settings is not None and settings.persona == ""
 
 
@@ -240,11 +241,12 @@ async def test_cache_warms_from_the_store_and_stays_bounded(storage: SqlStorage)
         await storage.chat_settings.update("qq", f"group:{n}", by=ADMIN, enabled=n != 3)
     cache = CachedChatSettings(storage.chat_settings, max_chats=5)
     assert await cache.warm() == 5
-    known = [cache.peek("qq", f"group:{n}") for n in range(7)]
+    known = [cache.peek(ChatKey("qq", f"group:{n}")) for n in range(7)]
     assert [k is not None for k in known] == [True] * 5 + [False] * 2
     assert known[3] is not None and known[3].enabled is False
-    await cache.get("qq", "group:6")  # the least recently used (group:0) makes room
-    assert cache.peek("qq", "group:0") is None and cache.peek("qq", "group:6") is not None
+    await cache.get(ChatKey("qq", "group:6"))  # the least recently used (group:0) makes room
+    assert cache.peek(ChatKey("qq", "group:0")) is None
+    assert cache.peek(ChatKey("qq", "group:6")) is not None
 
 
 # -- the dispatcher's one decision (Telegram shows "typing" from it) ----------------------
@@ -275,9 +277,9 @@ async def test_the_decision_knows_access_settings_and_the_groups_wake_words(
     assert await answers(dispatcher, message("chatterd, hi"))
     assert not await answers(dispatcher, message("chatterd, hi", chat="group:8"))  # not listed
     assert await answers(dispatcher, message("/bot allow", sender="1", chat="group:8"))
-    await cache.update("qq", "group:7", by=ADMIN, wake_words=["pancake"])
+    await cache.update(ChatKey("qq", "group:7"), by=ADMIN, wake_words=["pancake"])
     assert await answers(dispatcher, message("pancake, hi"))
     assert not await answers(dispatcher, message("pancake, hi", chat="group:9"))
-    await cache.update("qq", "group:7", by=ADMIN, enabled=False)
+    await cache.update(ChatKey("qq", "group:7"), by=ADMIN, enabled=False)
     assert not await answers(dispatcher, message("chatterd, hi"))
     assert not await answers(dispatcher, message("chatterd, hi", sender="66", chat="group:7"))

@@ -30,7 +30,7 @@ async def test_a_chat_without_a_row_has_the_defaults(storage: SqlStorage) -> Non
     found = await storage.chat_settings.get(*GROUP)
     assert found == ChatSettings("telegram", "-100500")
     assert (found.enabled, found.allowed, found.persona, found.wake_words) == (True, None, "", ())
-    assert found.id is None and found.chat_key == "telegram:-100500"
+    assert found.id is None and str(found.chat_key) == "telegram:-100500"
     assert await storage.chat_settings.listing() == []
 
 

@@ -15,6 +15,7 @@ import aiohttp
 import pytest
 
 from channels.http import scoped_message_id
+from core.messages import ChatKey
 from tests.console_support import Running, client, console_settings, running, sign_in
 from tests.fakes.openai_server import FakeOpenAI, last_user_text
 
@@ -232,7 +233,7 @@ async def test_past_the_waiting_line_http_is_told_to_come_back(
         await model.wait_for_requests(1, timeout_s=15)
         second = asyncio.create_task(post(session, run, say(2)))  # waits for a place
         for _ in range(200):
-            if run.app.processor is not None and run.app.processor.is_busy("http:p2"):
+            if run.app.processor is not None and run.app.processor.is_busy(ChatKey("http", "p2")):
                 break
             await asyncio.sleep(0.02)
         async with session.post(

@@ -9,7 +9,7 @@ import pytest
 
 from core.recovery import Recovery, RecoveryOptions
 from memory.store import SqlStorage
-from memory.types import IntakeDraft, IntakeEntry
+from memory.types import ChatKey, IntakeDraft, IntakeEntry
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 
@@ -17,11 +17,11 @@ NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 class Finisher:
     """Answers what it is given, in the order given; chat `broken` always raises."""
 
-    def __init__(self, busy: frozenset[str] = frozenset()) -> None:
+    def __init__(self, busy: frozenset[ChatKey] = frozenset()) -> None:
         self.busy = busy
         self.done: list[tuple[str, str]] = []
 
-    def is_busy(self, chat_key: str) -> bool:
+    def is_busy(self, chat_key: ChatKey) -> bool:
         return chat_key in self.busy
 
     async def resume(self, entry: IntakeEntry) -> bool:
@@ -54,7 +54,7 @@ async def test_a_failing_chat_does_not_stop_the_others(
     answered = await accept(storage, "a", "a2")
     await storage.intake.move(answered.id, "answered", expected=["pending"])
     await accept(storage, "busy", "b1")
-    finisher = Finisher(busy=frozenset({"telegram:busy"}))
+    finisher = Finisher(busy=frozenset({ChatKey("telegram", "busy")}))
     recovery = Recovery(storage.intake, finisher, RecoveryOptions(), clock=lambda: NOW)
     with caplog.at_level(logging.ERROR, logger="core.recovery"):
         assert await recovery.sweep() == 2

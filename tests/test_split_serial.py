@@ -7,7 +7,10 @@ import asyncio
 import pytest
 
 from channels.formatting.split import split_text
+from core.messages import ChatKey
 from core.ordering import ChatSerializer, ChatTicket, TaskTracker
+
+CHAT_A = ChatKey("telegram", "a")
 
 
 def test_short_text_is_one_piece() -> None:
@@ -46,7 +49,7 @@ async def test_turns_in_one_chat_run_in_arrival_order() -> None:
     gate = asyncio.Event()
 
     async def turn(i: int) -> None:
-        async with serial.turn("chat-a"):
+        async with serial.turn(CHAT_A):
             if i == 0:
                 await gate.wait()
             order.append(i)
@@ -62,7 +65,7 @@ async def test_turns_in_one_chat_run_in_arrival_order() -> None:
 async def test_a_reserved_place_keeps_its_order_whoever_waits_first() -> None:
     """Places are taken at arrival; the intake write that follows may finish in any order."""
     serial = ChatSerializer(max_in_flight=8)
-    first, second, third = (serial.reserve("chat-a") for _ in range(3))
+    first, second, third = (serial.reserve(CHAT_A) for _ in range(3))
     order: list[str] = []
 
     async def take(name: str, place: ChatTicket) -> None:
@@ -71,17 +74,17 @@ async def test_a_reserved_place_keeps_its_order_whoever_waits_first() -> None:
 
     later = asyncio.create_task(take("second", second))  # starts waiting before "first"
     await asyncio.sleep(0)
-    assert order == [] and serial.busy("chat-a")
+    assert order == [] and serial.busy(CHAT_A)
     third.release()  # a duplicate gives its place up without waiting
     await take("first", first)
     await later
     assert order == ["first", "second"]
-    assert not serial.busy("chat-a")
+    assert not serial.busy(CHAT_A)
 
 
 async def test_a_cancelled_wait_gives_its_place_to_the_next() -> None:
     serial = ChatSerializer(max_in_flight=8)
-    holder, cancelled, last = (serial.reserve("chat-a") for _ in range(3))
+    holder, cancelled, last = (serial.reserve(CHAT_A) for _ in range(3))
     await holder.__aenter__()
     waiting = asyncio.create_task(cancelled.__aenter__())
     await asyncio.sleep(0)
@@ -91,7 +94,7 @@ async def test_a_cancelled_wait_gives_its_place_to_the_next() -> None:
     await holder.__aexit__(None, None, None)
     async with last:
         pass
-    assert not serial.busy("chat-a")
+    assert not serial.busy(CHAT_A)
 
 
 async def test_other_chats_do_not_wait_and_global_bound_holds() -> None:
@@ -100,7 +103,7 @@ async def test_other_chats_do_not_wait_and_global_bound_holds() -> None:
     peak = 0
     blocked = asyncio.Event()
 
-    async def turn(chat: str) -> None:
+    async def turn(chat: ChatKey) -> None:
         nonlocal running, peak
         async with serial.turn(chat):
             running += 1
@@ -109,12 +112,13 @@ async def test_other_chats_do_not_wait_and_global_bound_holds() -> None:
             running -= 1
 
     async def slow() -> None:
-        async with serial.turn("slow"):
+        async with serial.turn(ChatKey("telegram", "slow")):
             await blocked.wait()
 
     slow_task = asyncio.create_task(slow())
     await asyncio.sleep(0)
-    await asyncio.wait_for(asyncio.gather(*(turn(f"c{i}") for i in range(10))), 2)
+    chats = [ChatKey("telegram", f"c{i}") for i in range(10)]
+    await asyncio.wait_for(asyncio.gather(*(turn(chat) for chat in chats)), 2)
     assert peak <= 1  # one slot is held by the slow chat; others still progress
     blocked.set()
     await slow_task

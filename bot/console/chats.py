@@ -11,6 +11,7 @@ from aiohttp import web
 from bot.console.charts import stacked_bar
 from bot.console.params import chat_cursor, row_id
 from bot.console.picture import picture_of, was_dropped
+from core.messages import ChatKey
 from memory.chat_settings import ChatSettingsError
 from memory.models import ID_LEN, PLATFORM_LEN
 
@@ -41,8 +42,9 @@ def add_routes(router: web.UrlDispatcher, console: Console) -> None:
     router.add_post("/chat/settings", save)
 
 
-def chat_key(values: Mapping[str, object]) -> tuple[str, str]:
-    """(platform, id) from a query or a form; 404 when missing or too long."""
+def platform_and_id(values: Mapping[str, object]) -> tuple[str, str]:
+    """(platform, id) of a chat or a person from a query or a form; 404 when missing or
+    too long."""
     platform, chat_id = values.get("platform"), values.get("id")
     if not isinstance(platform, str) or not isinstance(chat_id, str):
         raise web.HTTPNotFound(text="no such chat or person")
@@ -54,7 +56,8 @@ def chat_key(values: Mapping[str, object]) -> tuple[str, str]:
 async def _chat(console: Console, request: web.Request) -> web.Response:
     from bot.console.web import url
 
-    platform, chat_id = chat_key(request.query)
+    chat = ChatKey(*platform_and_id(request.query))
+    platform, chat_id = chat.platform, chat.chat_id
     deps = console.deps
     row = await console.browse.chat(platform, chat_id)
     if row is None:
@@ -68,7 +71,7 @@ async def _chat(console: Console, request: web.Request) -> web.Response:
         bar = stacked_bar(picture.segments, title="The last context, as parts of the window")
         inside = [s for s in picture.segments if s.key not in ("reserve", "free")]
         zoom = stacked_bar(inside, title="The last context alone", css="picture zoom")
-    settings = await deps.chat_settings.get(platform, chat_id)
+    settings = await deps.chat_settings.get(chat)
     older = (
         url("/chat", platform=platform, id=chat_id, before=turns[0].id)
         if len(turns) == TURNS_SHOWN
@@ -92,19 +95,18 @@ async def _save_settings(console: Console, request: web.Request) -> web.StreamRe
     from bot.console.web import see_other, url
 
     form = await request.post()
-    platform, chat_id = chat_key(form)
+    chat = ChatKey(*platform_and_id(form))
     store = console.deps.chat_settings
     by = console.actor(request)
     try:
         if form.get("action") == "reset":
-            await store.reset(platform, chat_id, by=by)
+            await store.reset(chat, by=by)
             console.flash(request, "Persona and wake words are back to the defaults.")
         else:
             allowed = {"allow": True, "deny": False}.get(str(form.get("allowed", "")))
             words = [w for w in str(form.get("wake_words", "")).split(",") if w.strip()]
             await store.update(
-                platform,
-                chat_id,
+                chat,
                 by=by,
                 enabled=form.get("enabled") == "on",
                 allowed=allowed,
@@ -114,4 +116,4 @@ async def _save_settings(console: Console, request: web.Request) -> web.StreamRe
             console.flash(request, "Settings saved.")
     except ChatSettingsError as refused:
         console.flash(request, f"Not saved: {refused}")
-    return see_other(url("/chat", platform=platform, id=chat_id))
+    return see_other(url("/chat", platform=chat.platform, id=chat.chat_id))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from bot.console.chats import chat_key
+from bot.console.chats import platform_and_id
 from bot.console.params import row_id
 from memory.service import MemoryRefused, MemoryService
 
@@ -29,7 +29,7 @@ def add_routes(router: web.UrlDispatcher, console: Console) -> None:
         return console.render(request, "people.html", page=page, search=search)
 
     async def person(request: web.Request) -> web.StreamResponse:
-        platform, user_id = chat_key(request.query)
+        platform, user_id = platform_and_id(request.query)
         row = await console.browse.person(platform, user_id)
         if row is None:
             return console.missing(request, f"person {platform}:{user_id}")
@@ -37,7 +37,7 @@ def add_routes(router: web.UrlDispatcher, console: Console) -> None:
         return console.render(request, "person.html", person=row, memories=items)
 
     async def export(request: web.Request) -> web.StreamResponse:
-        platform, user_id = chat_key(request.query)
+        platform, user_id = platform_and_id(request.query)
         lines = await memories.export_jsonl(platform, user_id)
         name = "".join(c if c.isalnum() else "-" for c in f"{platform}-{user_id}")
         return web.Response(
@@ -50,7 +50,7 @@ def add_routes(router: web.UrlDispatcher, console: Console) -> None:
         from bot.console.web import see_other, url
 
         form = await request.post()
-        platform, user_id = chat_key(form)
+        platform, user_id = platform_and_id(form)
         by = console.actor(request)
         action = form.get("action")
         try:

@@ -36,6 +36,7 @@ from channels.base import ChannelHealth
 from channels.web_guard import SAFE_METHODS, cross_site_reason
 from core.clock import WallClock, utc_now
 from core.context.report import ContextReport
+from core.messages import ChatKey
 from memory.activity import Activity
 from memory.browse import Browse
 from memory.chat_settings import ChatSettings
@@ -59,13 +60,11 @@ class ChatSettingsAccess(Protocol):
     """ChatSettingsStore's methods the console uses; the App hands it the message path's
     cached store, so a change made here applies to the next message at once."""
 
-    async def get(self, platform: str, chat_id: str) -> ChatSettings: ...
+    async def get(self, key: ChatKey) -> ChatSettings: ...
 
-    async def update(
-        self, platform: str, chat_id: str, *, by: str, **changes: Any
-    ) -> ChatSettings: ...
+    async def update(self, key: ChatKey, *, by: str, **changes: Any) -> ChatSettings: ...
 
-    async def reset(self, platform: str, chat_id: str, *, by: str) -> ChatSettings: ...
+    async def reset(self, key: ChatKey, *, by: str) -> ChatSettings: ...
 
     async def listing(
         self, limit: int = 100, after_id: int | None = None

@@ -18,7 +18,9 @@ from core.clock import Clock
 
 log = logging.getLogger(__name__)
 
-ChatKey = tuple[int, int | None]  # chat id, forum topic
+# Where in Telegram: a chat id and its forum topic (None: the chat itself). Not a
+# ChatKey (core.messages), which names a chat across platforms.
+Place = tuple[int, int | None]
 
 
 class Presence:
@@ -32,15 +34,15 @@ class Presence:
     def __init__(self, clock: Clock, ttl_s: float = 30.0) -> None:
         self._clock = clock
         self._ttl_s = ttl_s
-        self._last: dict[ChatKey, float] = {}
+        self._last: dict[Place, float] = {}
 
-    def shown(self, key: ChatKey) -> None:
+    def shown(self, key: Place) -> None:
         self._last[key] = self._clock.monotonic()
 
-    def ended(self, key: ChatKey) -> None:
+    def ended(self, key: Place) -> None:
         self._last.pop(key, None)
 
-    def showing(self, key: ChatKey) -> bool:
+    def showing(self, key: Place) -> bool:
         at = self._last.get(key)
         if at is None:
             return False
@@ -70,7 +72,7 @@ class AckReaction:
         self._delay_s = delay_s
 
     @contextlib.asynccontextmanager
-    async def around(self, key: ChatKey, message_id: int) -> AsyncIterator[None]:
+    async def around(self, key: Place, message_id: int) -> AsyncIterator[None]:
         """While the body answers the message: react if it is slow, unreact at the end."""
         reacted = asyncio.Event()
         task = asyncio.create_task(self._later(key, message_id, reacted))
@@ -82,7 +84,7 @@ class AckReaction:
             if reacted.is_set():
                 await self._sender.react(key[0], message_id, None)
 
-    async def _later(self, key: ChatKey, message_id: int, reacted: asyncio.Event) -> None:
+    async def _later(self, key: Place, message_id: int, reacted: asyncio.Event) -> None:
         await self._clock.sleep(self._delay_s)
         if self._presence.showing(key):
             return  # the answer is already appearing: nothing to acknowledge

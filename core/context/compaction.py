@@ -27,7 +27,7 @@ from core.context.escaping import neutralize_tags
 from core.context.tokens import TokenCounter
 from core.llm import LLMError, LLMProvider
 from core.usage.meter import UNATTRIBUTED, ModelCall, UsageMeter, UsageSubject
-from memory.types import SUMMARY_THROUGH, NewTurn, Turn
+from memory.types import SUMMARY_THROUGH, ChatKey, NewTurn, Turn
 
 log = logging.getLogger(__name__)
 
@@ -97,12 +97,12 @@ class Compactor:
         self._store = store
         self._counter = counter
         self.options = options or CompactionOptions()
-        self._running: set[str] = set()
+        self._running: set[ChatKey] = set()
 
-    def busy(self, chat_key: str) -> bool:
+    def busy(self, chat_key: ChatKey) -> bool:
         return chat_key in self._running
 
-    def due(self, chat_key: str, dropped: Sequence[Turn]) -> list[Turn]:
+    def due(self, chat_key: ChatKey, dropped: Sequence[Turn]) -> list[Turn]:
         """What to fold now of the turns that fell out of this chat's context: [] while
         a summary is being written or too few fell out."""
         if self.busy(chat_key):
@@ -111,7 +111,7 @@ class Compactor:
 
     async def fold(
         self,
-        chat_key: str,
+        chat_key: ChatKey,
         chat_type: str,
         turns: Sequence[Turn],
         previous: Turn | None,
@@ -135,7 +135,7 @@ class Compactor:
 
     async def _fold(
         self,
-        chat_key: str,
+        chat_key: ChatKey,
         chat_type: str,
         turns: Sequence[Turn],
         previous: Turn | None,

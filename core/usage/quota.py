@@ -17,7 +17,7 @@ from typing import Literal
 from cachetools import LRUCache
 
 from core.clock import WallClock, utc_now
-from core.messages import ChatType, InboundMessage
+from core.messages import ChatKey, ChatType, InboundMessage
 from core.storage import SpendReader
 from memory.types import DaySpend
 
@@ -86,7 +86,7 @@ class QuotaGuard:
         self._spend = spend
         self._clock = clock
         # (sender, chat) -> when its last notice may be repeated; bounded, stalest go first
-        self._told_until: LRUCache[tuple[str, str], datetime] = LRUCache(maxsize=max_keys)
+        self._told_until: LRUCache[tuple[str, ChatKey], datetime] = LRUCache(maxsize=max_keys)
 
     async def check(self, message: InboundMessage) -> QuotaDecision:
         limits = self.limits
