@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from typing import Any
+from typing import Any, Unpack
 
 import aiohttp
 import openai
@@ -19,7 +19,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from core.llm.cached import cached_prompt_tokens
 from core.llm.errors import LLMError, map_sdk_error, safe_host, unsendable
-from core.llm.provider import ChatResult, StreamDone, StreamEvent, TextDelta
+from core.llm.provider import ChatOptions, ChatResult, StreamDone, StreamEvent, TextDelta
 from core.llm.streaming import StreamAssembler, StreamStalled, next_within
 
 log = logging.getLogger(__name__)
@@ -91,14 +91,9 @@ class OpenAIProvider:
         )
 
     async def chat(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        tools: list[dict[str, Any]] | None = None,
+        self, messages: list[dict[str, Any]], **options: Unpack[ChatOptions]
     ) -> ChatResult:
-        params = self._params(messages, max_tokens, temperature, tools)
+        params = self._params(messages, options)
         try:
             completion = await self._client.post(
                 "/chat/completions", body=params, cast_to=ChatCompletion
@@ -118,15 +113,10 @@ class OpenAIProvider:
         return result
 
     async def stream_chat(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        tools: list[dict[str, Any]] | None = None,
+        self, messages: list[dict[str, Any]], **options: Unpack[ChatOptions]
     ) -> AsyncGenerator[StreamEvent, None]:
         """TextDelta* then one StreamDone (see the class doc for retries)."""
-        params = self._params(messages, max_tokens, temperature, tools)
+        params = self._params(messages, options)
         params["stream"] = True
         params["stream_options"] = {"include_usage": True}
         attempt = 0
@@ -212,19 +202,16 @@ class OpenAIProvider:
 
     # -- shared ---------------------------------------------------------------------------
 
-    def _params(
-        self,
-        messages: list[dict[str, Any]],
-        max_tokens: int | None,
-        temperature: float | None,
-        tools: list[dict[str, Any]] | None,
-    ) -> dict[str, Any]:
+    def _params(self, messages: list[dict[str, Any]], options: ChatOptions) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model, "messages": messages}
+        temperature = options.get("temperature")
         temp = self._temperature if temperature is None else temperature
         if temp is not None:
             params["temperature"] = temp
+        max_tokens = options.get("max_tokens")
         if max_tokens is not None:
             params["max_tokens"] = max_tokens
+        tools = options.get("tools")
         if tools:
             params["tools"] = tools
         return params
