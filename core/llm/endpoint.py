@@ -18,7 +18,7 @@ import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from core.llm.cached import cached_prompt_tokens
-from core.llm.errors import LLMError, map_sdk_error, safe_host, unsendable
+from core.llm.errors import LLMError, Site, map_sdk_error, safe_host, unsendable
 from core.llm.provider import ChatOptions, ChatResult, StreamDone, StreamEvent, TextDelta
 from core.llm.streaming import StreamAssembler, StreamStalled, next_within
 
@@ -81,7 +81,13 @@ class OpenAIProvider:
         self.stream_stall_s = stream_stall_s
         self._retry_backoff_s = retry_backoff_s
         self._temperature = temperature
-        self._config_key = config_key  # where the operator fixes it, named in errors
+        self._site = Site(
+            where=self.endpoint,
+            model=model,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            config_key=config_key,  # where the operator fixes it, named in errors
+        )
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
             api_key=api_key or NO_KEY_PLACEHOLDER,
@@ -101,7 +107,7 @@ class OpenAIProvider:
         except openai.OpenAIError as exc:
             raise self._failed(self._map_error(exc)) from None
         except (ValueError, OSError, aiohttp.ClientError) as exc:
-            raise self._failed(unsendable(self.endpoint, exc, self._config_key)) from None
+            raise self._failed(unsendable(self._site, exc)) from None
         try:
             result = self._result(completion)
         except (AttributeError, TypeError, ValueError, IndexError) as exc:
@@ -163,7 +169,7 @@ class OpenAIProvider:
         except openai.OpenAIError as exc:
             raise self._failed(self._map_error(exc)) from None
         except (ValueError, OSError, aiohttp.ClientError) as exc:
-            raise self._failed(unsendable(self.endpoint, exc, self._config_key)) from None
+            raise self._failed(unsendable(self._site, exc)) from None
         try:
             chunks: AsyncIterator[ChatCompletionChunk] = aiter(stream)
             while True:
@@ -239,14 +245,7 @@ class OpenAIProvider:
         )
 
     def _map_error(self, exc: openai.OpenAIError) -> LLMError:
-        return map_sdk_error(
-            exc,
-            where=self.endpoint,
-            timeout_s=self.timeout_s,
-            max_retries=self.max_retries,
-            model=self.model,
-            config_key=self._config_key,
-        )
+        return map_sdk_error(exc, self._site)
 
     def _stalled(self, seconds: float) -> LLMError:
         return LLMError(
