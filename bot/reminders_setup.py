@@ -20,7 +20,7 @@ from bot.config import Settings
 from bot.remind_command import RemindCommand
 from core.messages import ChatKey, ChatType, InboundMessage
 from core.processor import MessageProcessor, ShuttingDown
-from core.reminders.scheduler import Gate, Lock, Scheduler, SchedulerOptions
+from core.reminders.scheduler import Gate, Lock, Scheduler, SchedulerOptions, owner_message
 from core.reminders.service import ReminderLimits, Reminders
 from memory.chat_settings_cache import CachedChatSettings
 from memory.reminders import Reminder
@@ -68,17 +68,9 @@ def delivery_gate(settings: Settings, chat_settings: CachedChatSettings) -> Gate
 
     async def gate(reminder: Reminder) -> str | None:
         here = await chat_settings.get(reminder.chat_key)
-        owner = InboundMessage(
-            platform=reminder.platform,
-            chat_id=reminder.chat_id,
-            chat_type=ChatType(reminder.chat_type),
-            sender_id=reminder.owner_id,
-            sender_name=reminder.owner_name,
-            text="",
-        )
         if reminder.chat_type == ChatType.GROUP.value and not here.enabled:
             return "the group is switched off (/bot off)"
-        admission = access.admit(owner, here, command=False)
+        admission = access.admit(owner_message(reminder), here, command=False)
         return None if admission.serve else admission.why
 
     return gate

@@ -30,6 +30,7 @@ from core.usage.meter import UsageSubject
 from memory.types import (
     IntakeEntry,
     NewTurn,
+    Role,
     Turn,
     TurnKind,
 )
@@ -427,30 +428,34 @@ class MessageProcessor:
         kind: TurnKind,
         meta: dict[str, Any] | None = None,
     ) -> NewTurn:
-        return NewTurn(
-            platform=message.platform,
-            chat_id=message.chat_id,
-            chat_type=message.chat_type.value,
-            role="user",
-            kind=kind,
-            content=content,
-            token_count=self._counter.count(content),
+        return replace(
+            self._turn(message, "user", kind, content, meta or {}),
             sender_id=message.sender_id,
             sender_name=message.sender_name,
             platform_message_id=message.message_id,
-            meta=meta or {},
             created_at=message.timestamp,
             chat_title=message.chat_title,
         )
 
     def _bot_turn(self, message: InboundMessage, draft: TurnDraft) -> NewTurn:
+        return self._turn(message, draft.role, draft.kind, draft.content, dict(draft.meta))
+
+    def _turn(
+        self,
+        message: InboundMessage,
+        role: Role,
+        kind: TurnKind,
+        content: str,
+        meta: dict[str, Any],
+    ) -> NewTurn:
+        """A turn in `message`'s chat with its tokens counted; the user's adds its sender."""
         return NewTurn(
             platform=message.platform,
             chat_id=message.chat_id,
             chat_type=message.chat_type.value,
-            role=draft.role,
-            kind=draft.kind,
-            content=draft.content,
-            token_count=self._counter.count(draft.content),
-            meta=dict(draft.meta),
+            role=role,
+            kind=kind,
+            content=content,
+            token_count=self._counter.count(content),
+            meta=meta,
         )

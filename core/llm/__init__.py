@@ -10,11 +10,19 @@ own, key-free words), `settings` (building providers from [llm] / [vision]).
 from core.llm.endpoint import OPENAI_BASE_URL, OpenAIProvider
 from core.llm.errors import LLMError, LLMErrorKind, is_endpoint_fault
 from core.llm.fallback import EndpointHealth, FallbackProvider
-from core.llm.provider import ChatResult, LLMProvider, StreamDone, StreamEvent, TextDelta
+from core.llm.provider import (
+    ChatOptions,
+    ChatResult,
+    LLMProvider,
+    StreamDone,
+    StreamEvent,
+    TextDelta,
+)
 from core.llm.settings import EndpointSettings, LlmSettings, provider_from_config, with_fallbacks
 
 __all__ = [
     "OPENAI_BASE_URL",
+    "ChatOptions",
     "ChatResult",
     "EndpointHealth",
     "EndpointSettings",

@@ -11,15 +11,15 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from typing import Any
+from typing import Any, Unpack
 
 import aiohttp
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from core.llm.cached import cached_prompt_tokens
-from core.llm.errors import LLMError, map_sdk_error, safe_host, unsendable
-from core.llm.provider import ChatResult, StreamDone, StreamEvent, TextDelta
+from core.llm.errors import LLMError, Site, map_sdk_error, safe_host, unsendable
+from core.llm.provider import ChatOptions, ChatResult, StreamDone, StreamEvent, TextDelta
 from core.llm.streaming import StreamAssembler, StreamStalled, next_within
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,13 @@ class OpenAIProvider:
         self.stream_stall_s = stream_stall_s
         self._retry_backoff_s = retry_backoff_s
         self._temperature = temperature
-        self._config_key = config_key  # where the operator fixes it, named in errors
+        self._site = Site(
+            where=self.endpoint,
+            model=model,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            config_key=config_key,  # where the operator fixes it, named in errors
+        )
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
             api_key=api_key or NO_KEY_PLACEHOLDER,
@@ -91,14 +97,9 @@ class OpenAIProvider:
         )
 
     async def chat(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        tools: list[dict[str, Any]] | None = None,
+        self, messages: list[dict[str, Any]], **options: Unpack[ChatOptions]
     ) -> ChatResult:
-        params = self._params(messages, max_tokens, temperature, tools)
+        params = self._params(messages, options)
         try:
             completion = await self._client.post(
                 "/chat/completions", body=params, cast_to=ChatCompletion
@@ -106,7 +107,7 @@ class OpenAIProvider:
         except openai.OpenAIError as exc:
             raise self._failed(self._map_error(exc)) from None
         except (ValueError, OSError, aiohttp.ClientError) as exc:
-            raise self._failed(unsendable(self.endpoint, exc, self._config_key)) from None
+            raise self._failed(unsendable(self._site, exc)) from None
         try:
             result = self._result(completion)
         except (AttributeError, TypeError, ValueError, IndexError) as exc:
@@ -118,15 +119,10 @@ class OpenAIProvider:
         return result
 
     async def stream_chat(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        tools: list[dict[str, Any]] | None = None,
+        self, messages: list[dict[str, Any]], **options: Unpack[ChatOptions]
     ) -> AsyncGenerator[StreamEvent, None]:
         """TextDelta* then one StreamDone (see the class doc for retries)."""
-        params = self._params(messages, max_tokens, temperature, tools)
+        params = self._params(messages, options)
         params["stream"] = True
         params["stream_options"] = {"include_usage": True}
         attempt = 0
@@ -173,7 +169,7 @@ class OpenAIProvider:
         except openai.OpenAIError as exc:
             raise self._failed(self._map_error(exc)) from None
         except (ValueError, OSError, aiohttp.ClientError) as exc:
-            raise self._failed(unsendable(self.endpoint, exc, self._config_key)) from None
+            raise self._failed(unsendable(self._site, exc)) from None
         try:
             chunks: AsyncIterator[ChatCompletionChunk] = aiter(stream)
             while True:
@@ -212,19 +208,16 @@ class OpenAIProvider:
 
     # -- shared ---------------------------------------------------------------------------
 
-    def _params(
-        self,
-        messages: list[dict[str, Any]],
-        max_tokens: int | None,
-        temperature: float | None,
-        tools: list[dict[str, Any]] | None,
-    ) -> dict[str, Any]:
+    def _params(self, messages: list[dict[str, Any]], options: ChatOptions) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model, "messages": messages}
+        temperature = options.get("temperature")
         temp = self._temperature if temperature is None else temperature
         if temp is not None:
             params["temperature"] = temp
+        max_tokens = options.get("max_tokens")
         if max_tokens is not None:
             params["max_tokens"] = max_tokens
+        tools = options.get("tools")
         if tools:
             params["tools"] = tools
         return params
@@ -252,14 +245,7 @@ class OpenAIProvider:
         )
 
     def _map_error(self, exc: openai.OpenAIError) -> LLMError:
-        return map_sdk_error(
-            exc,
-            where=self.endpoint,
-            timeout_s=self.timeout_s,
-            max_retries=self.max_retries,
-            model=self.model,
-            config_key=self._config_key,
-        )
+        return map_sdk_error(exc, self._site)
 
     def _stalled(self, seconds: float) -> LLMError:
         return LLMError(

@@ -7,6 +7,7 @@ server's raw error text (which may echo the key back).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -51,26 +52,35 @@ def safe_host(base_url: str) -> str:
         return "?"
 
 
-def unsendable(where: str, exc: BaseException, config_key: str) -> LLMError:
+@dataclass(frozen=True)
+class Site:
+    """One endpoint as its failures name it: `where` is host[:port] (never a key or
+    path), `config_key` the section the operator fixes it in; the timeout and retries
+    are what the SDK was allowed before it gave up."""
+
+    where: str
+    model: str
+    timeout_s: float
+    max_retries: int
+    config_key: str
+
+    @property
+    def tries(self) -> str:
+        return f"after {self.max_retries + 1} attempt(s)"
+
+
+def unsendable(site: Site, exc: BaseException) -> LLMError:
     """The transport's own refusal (e.g. user:password@ in base_url), phrased by us."""
     return LLMError(
         "bad_request",
-        f"the model call to {where} could not be sent ({type(exc).__name__}); "
-        f"check {config_key} base_url",
+        f"the model call to {site.where} could not be sent ({type(exc).__name__}); "
+        f"check {site.config_key} base_url",
     )
 
 
-def map_sdk_error(
-    exc: openai.OpenAIError,
-    *,
-    where: str,
-    timeout_s: float,
-    max_retries: int,
-    model: str,
-    config_key: str,
-) -> LLMError:
+def map_sdk_error(exc: openai.OpenAIError, site: Site) -> LLMError:
     """SDK exception -> LLMError, built from our own words only (never exc's text)."""
-    tries = f"after {max_retries + 1} attempt(s)"
+    where, tries = site.where, site.tries
     if isinstance(exc, openai.APIConnectionError) and refused_or_dropped(exc):
         # The aiohttp transport reports some connection failures as timeouts.
         return LLMError(
@@ -81,12 +91,12 @@ def map_sdk_error(
     if isinstance(exc, openai.APITimeoutError):
         return LLMError(
             "timeout",
-            f"the model endpoint at {where} did not answer within {timeout_s:g}s ({tries})",
+            f"the model endpoint at {where} did not answer within {site.timeout_s:g}s ({tries})",
         )
     if isinstance(exc, openai.APIConnectionError):
         return LLMError("unavailable", f"could not reach the model endpoint at {where} ({tries})")
     if isinstance(exc, openai.APIStatusError):
-        return status_error(exc.status_code, where, tries, model, config_key)
+        return status_error(exc.status_code, site)
     if isinstance(exc, openai.APIResponseValidationError):
         return LLMError("unavailable", f"the model endpoint at {where} sent a malformed answer")
     return LLMError("unavailable", f"the model call to {where} failed ({type(exc).__name__})")
@@ -107,8 +117,9 @@ def refused_or_dropped(exc: BaseException) -> bool:
     return found
 
 
-def status_error(status: int, where: str, tries: str, model: str, config_key: str) -> LLMError:
+def status_error(status: int, site: Site) -> LLMError:
     """An HTTP error status -> LLMError; the server's body is never quoted."""
+    where, tries, config_key = site.where, site.tries, site.config_key
     if status == 429:
         return LLMError(
             "rate_limited",
@@ -126,7 +137,7 @@ def status_error(status: int, where: str, tries: str, model: str, config_key: st
         return LLMError(
             "bad_request",
             f"the model endpoint at {where} answered 404: check "
-            f"{config_key} base_url and that model {model!r} exists",
+            f"{config_key} base_url and that model {site.model!r} exists",
             status=status,
         )
     if status >= 500 or status in (408, 409):

@@ -19,11 +19,11 @@ import time
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from core.clock import Ticker
 from core.llm.errors import LLMError, LLMErrorKind, is_endpoint_fault
-from core.llm.provider import ChatResult, LLMProvider, StreamDone, StreamEvent
+from core.llm.provider import ChatOptions, ChatResult, LLMProvider, StreamDone, StreamEvent
 
 log = logging.getLogger(__name__)
 
@@ -75,19 +75,12 @@ class FallbackProvider:
         self.endpoint = primary.endpoint
 
     async def chat(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        tools: list[dict[str, Any]] | None = None,
+        self, messages: list[dict[str, Any]], **options: Unpack[ChatOptions]
     ) -> ChatResult:
         failures: list[tuple[_Slot, LLMError]] = []
         for slot in self._order():
             try:
-                result = await slot.provider.chat(
-                    messages, max_tokens=max_tokens, temperature=temperature, tools=tools
-                )
+                result = await slot.provider.chat(messages, **options)
             except LLMError as error:
                 if not is_endpoint_fault(error):
                     raise
@@ -99,20 +92,13 @@ class FallbackProvider:
         raise _all_failed(failures)
 
     async def stream_chat(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        tools: list[dict[str, Any]] | None = None,
+        self, messages: list[dict[str, Any]], **options: Unpack[ChatOptions]
     ) -> AsyncGenerator[StreamEvent, None]:
         """TextDelta* then one StreamDone, from the first endpoint that starts answering."""
         failures: list[tuple[_Slot, LLMError]] = []
         for slot in self._order():
             shown = False
-            stream = slot.provider.stream_chat(
-                messages, max_tokens=max_tokens, temperature=temperature, tools=tools
-            )
+            stream = slot.provider.stream_chat(messages, **options)
             try:
                 async with aclosing(stream) as events:
                     async for event in events:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, Unpack, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,16 @@ class StreamDone:
 StreamEvent = TextDelta | StreamDone
 
 
+class ChatOptions(TypedDict, total=False):
+    """A call's settings beside its messages, spelled once for the Protocol and every
+    provider (a fallback passes them on whole). Left out or None: the provider's own
+    default (its configured temperature, no token limit, no native tools)."""
+
+    max_tokens: int | None
+    temperature: float | None
+    tools: list[dict[str, Any]] | None
+
+
 @runtime_checkable
 class LLMProvider(Protocol):
     """A model behind one or more endpoints; every failure is an `LLMError`."""
@@ -55,21 +65,11 @@ class LLMProvider(Protocol):
     endpoint: str  # host[:port] of the (first) endpoint; never a key
 
     async def chat(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        tools: list[dict[str, Any]] | None = None,
+        self, messages: list[dict[str, Any]], **options: Unpack[ChatOptions]
     ) -> ChatResult: ...
 
     def stream_chat(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        tools: list[dict[str, Any]] | None = None,
+        self, messages: list[dict[str, Any]], **options: Unpack[ChatOptions]
     ) -> AsyncGenerator[StreamEvent, None]:
         """TextDelta* then one StreamDone; raises LLMError from the iteration.
 

@@ -57,14 +57,12 @@ def provider_from_config(
     model_override: str | None = None,
 ) -> OpenAIProvider:
     """Build the primary provider from [llm]; the overrides point it at the embedded model."""
-    return OpenAIProvider(
-        base_url=base_url_override or llm.base_url or OPENAI_BASE_URL,
-        api_key=_plain(llm.api_key),
-        model=model_override or llm.model,
-        timeout_s=llm.timeout_s,
-        max_retries=llm.max_retries,
+    return _endpoint(
+        llm,
+        base_url_override or llm.base_url or OPENAI_BASE_URL,
+        llm.api_key,
+        model_override or llm.model,
         temperature=llm.temperature,
-        stream_stall_s=llm.stream_stall_s,
     )
 
 
@@ -86,20 +84,41 @@ def with_fallbacks(
     entries = llm.fallbacks if entries is None else entries
     temp = llm.temperature if temperature is None else temperature
     fallbacks = [
-        OpenAIProvider(
-            base_url=entry.base_url,
-            api_key=_plain(entry.api_key),
-            model=entry.model,
-            timeout_s=llm.timeout_s,
-            max_retries=llm.max_retries,
+        _endpoint(
+            llm,
+            entry.base_url,
+            entry.api_key,
+            entry.model,
             temperature=temp,
-            stream_stall_s=llm.stream_stall_s,
             config_key=f"{section} fallbacks[{index}]",
         )
         for index, entry in enumerate(entries)
     ]
     return FallbackProvider(
         [primary, *fallbacks], cooldown_s=llm.cooldown_s, clock=clock, config_key=section
+    )
+
+
+def _endpoint(
+    llm: LlmSettings,
+    base_url: str,
+    api_key: _Secret | None,
+    model: str,
+    *,
+    temperature: float,
+    config_key: str = "[llm]",
+) -> OpenAIProvider:
+    """One endpoint with [llm]'s timeout, retries and stall limit: the primary and every
+    fallback share them."""
+    return OpenAIProvider(
+        base_url=base_url,
+        api_key=_plain(api_key),
+        model=model,
+        timeout_s=llm.timeout_s,
+        max_retries=llm.max_retries,
+        temperature=temperature,
+        stream_stall_s=llm.stream_stall_s,
+        config_key=config_key,
     )
 
 

@@ -32,7 +32,7 @@ import hashlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
@@ -78,6 +78,22 @@ def lock_key(reminder_id: int, due: datetime) -> int:
 
 def task_message_id(reminder_id: int, due: datetime) -> str:
     return f"{SCHEDULED_PREFIX}{reminder_id}:{due.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}"
+
+
+def owner_message(reminder: Reminder) -> InboundMessage:
+    """The reminder as its owner's message in its chat, addressed to the bot: what the
+    access rules judge before a delivery, and a scheduled task's turn (with its run's id
+    and time added by the scheduler)."""
+    return InboundMessage(
+        platform=reminder.platform,
+        chat_id=reminder.chat_id,
+        chat_type=ChatType(reminder.chat_type),
+        sender_id=reminder.owner_id,
+        sender_name=reminder.owner_name,
+        text=reminder.text,
+        mentions_bot=True,
+        thread_id=reminder.thread_id,
+    )
 
 
 class Scheduler:
@@ -280,16 +296,9 @@ class Scheduler:
         return 1
 
     async def _run(self, reminder: Reminder, run: Run, *, late: bool) -> int:
-        message = InboundMessage(
-            platform=reminder.platform,
-            chat_id=reminder.chat_id,
-            chat_type=ChatType(reminder.chat_type),
-            sender_id=reminder.owner_id,
-            sender_name=reminder.owner_name,
-            text=reminder.text,
-            mentions_bot=True,
+        message = replace(
+            owner_message(reminder),
             message_id=task_message_id(reminder.id, run.due_at),
-            thread_id=reminder.thread_id,
             timestamp=self._now(),
         )
         reply = await self._run_task(message)

@@ -9,25 +9,23 @@ may be stored (length, count, duplicates) is memory.service's rule, the same as 
 
 from __future__ import annotations
 
-from core.tools.registry import Observation, Tool, ToolContext
+from collections.abc import Awaitable, Callable
+
+from core.tools.registry import Observation, Tool, ToolContext, ToolHandler
 from memory.service import MemoryRefused, MemoryService
 
 MODEL_AUTHOR = "model"
 _MAX_LISTED = 5
 
+# What a memory tool does with the sender's memory service and the marker's argument.
+MemoryAct = Callable[[MemoryService, str, ToolContext], Awaitable[Observation]]
+
 
 def remember_tool(*, enabled: bool = True) -> Tool:
     """Store a long-term memory for the sender, under the memory service's rules."""
 
-    async def handle(arg: str, ctx: ToolContext) -> Observation:
-        if ctx.memory is None:
-            return Observation("Long-term memory is not available; nothing was stored.", ok=False)
-        try:
-            item = await MemoryService(ctx.memory).add(
-                ctx.platform, ctx.user_id, arg, author=MODEL_AUTHOR
-            )
-        except MemoryRefused as refused:
-            return Observation(str(refused), ok=False)
+    async def remember(service: MemoryService, arg: str, ctx: ToolContext) -> Observation:
+        item = await service.add(ctx.platform, ctx.user_id, arg, author=MODEL_AUTHOR)
         if item is None:
             return Observation(f"Already remembered about {ctx.display_name}; nothing changed.")
         return Observation(f"Remembered about {ctx.display_name} (memory #{item.id}).")
@@ -37,7 +35,7 @@ def remember_tool(*, enabled: bool = True) -> Tool:
         marker="Remember",
         usage="[Remember: fact] - remember a lasting fact about the person you are talking to.",
         description="Store a short lasting fact about the current user (only them).",
-        handler=handle,
+        handler=_with_memory(remember, undone="nothing was stored"),
         arg_attr="fact",
         arg_description="the fact, one short sentence",
         enabled=enabled,
@@ -48,15 +46,8 @@ def remember_tool(*, enabled: bool = True) -> Tool:
 def forget_tool(*, enabled: bool = True) -> Tool:
     """Remove one of the sender's memories: the same text, or the only one containing it."""
 
-    async def handle(arg: str, ctx: ToolContext) -> Observation:
-        if ctx.memory is None:
-            return Observation("Long-term memory is not available; nothing was removed.", ok=False)
-        try:
-            found = await MemoryService(ctx.memory).forget_text(
-                ctx.platform, ctx.user_id, arg, by=MODEL_AUTHOR
-            )
-        except MemoryRefused as refused:
-            return Observation(str(refused), ok=False)
+    async def forget(service: MemoryService, arg: str, ctx: ToolContext) -> Observation:
+        found = await service.forget_text(ctx.platform, ctx.user_id, arg, by=MODEL_AUTHOR)
         if not found.matches:
             return Observation(f"No memory about {ctx.display_name} matches that; nothing removed.")
         if len(found.matches) > 1:
@@ -75,9 +66,24 @@ def forget_tool(*, enabled: bool = True) -> Tool:
         marker="Forget",
         usage="[Forget: text] - forget a stored fact about the person you are talking to.",
         description="Remove one stored fact about the current user, matched by its text.",
-        handler=handle,
+        handler=_with_memory(forget, undone="nothing was removed"),
         arg_attr="text",
         arg_description="the stored fact, or a distinctive part of it",
         enabled=enabled,
         status="🧹 forgetting that",
     )
+
+
+def _with_memory(act: MemoryAct, *, undone: str) -> ToolHandler:
+    """`act` on the sender's memory service; what both tools answer alike: no memory
+    store (`undone` says what did not happen), or the service's refusal as the reason."""
+
+    async def handle(arg: str, ctx: ToolContext) -> Observation:
+        if ctx.memory is None:
+            return Observation(f"Long-term memory is not available; {undone}.", ok=False)
+        try:
+            return await act(MemoryService(ctx.memory), arg, ctx)
+        except MemoryRefused as refused:
+            return Observation(str(refused), ok=False)
+
+    return handle
