@@ -46,6 +46,12 @@ _ALLOWED = RateDecision(True)
 # A group voice note's transcript (None: none), for its wake-word check (core/media/).
 Hear = Callable[[InboundMessage], Awaitable[str | None]]
 VOICE_WAKE_WORDS = 4  # a voice note calls the bot when a wake word is among its first words
+# What a private sender is told when a channel could read nothing of their message.
+UNREADABLE_NOTICE = (
+    "I can read text, photos, documents and voice notes; I can't open this kind of message yet."
+)
+# Sent before the answer when the channel cut an over-long message (`text_cut_at`).
+TEXT_CUT_NOTICE = "Your message was too long for me: I read only its first {limit} characters."
 
 
 Verdict = Literal["ignore", "context", "notice", "command", "model"]
@@ -136,7 +142,11 @@ class Dispatcher:
         """Answer `message` (or not) through the outbox. Raises only TryLater: the
         message is kept and answered after the restart."""
         try:
-            reply = await self._act(message, await self.decide(message))
+            decision = await self.decide(message)
+            if decision.answers and message.text_cut_at is not None:
+                cut = TEXT_CUT_NOTICE.format(limit=message.text_cut_at)
+                await self._answer(message, Reply(cut))
+            reply = await self._act(message, decision)
         except TryLater:
             raise
         except Exception:
@@ -158,7 +168,8 @@ class Dispatcher:
         """The ladder, once per message (it counts against the rate limit): access,
         trigger, rate limit, quota. Everything after, the channel's "typing…"
         included, follows from this one decision."""
-        if not message.text.strip() and not message.images and not message.attachments:
+        empty = not message.text.strip() and not message.images and not message.attachments
+        if empty and not message.unreadable:
             return IGNORE
         command = is_command(message.text)
         here = await self._settings_of(message)
@@ -166,6 +177,10 @@ class Dispatcher:
         if refused is not None:
             log.debug("not serving %s in %s: %s", message.sender_key, message.chat_key, refused)
             return IGNORE
+        if empty:  # unreadable: a private sender is told so (within the rate limit)
+            private = message.chat_type is ChatType.PRIVATE
+            told = private and self._rate_check(message).allowed
+            return Decision("notice", UNREADABLE_NOTICE) if told else IGNORE
         if (
             not command
             and not self._policy.triggers(message, here.wake_words)

@@ -77,6 +77,10 @@ class InboundMessage(InChat):
     # The channel's handle of a request still waiting for its answer (HTTP pairs each
     # request with the reply sent for it); never stored, so a recovered message has none.
     request_id: str | None = None
+    # Facts for the dispatcher's notices (it decides whether anyone is told, and the
+    # notice leaves through the one door like every answer):
+    unreadable: bool = False  # nothing here the channel can read (a sticker, a poll)
+    text_cut_at: int | None = None  # the text was cut to its first N characters
 
     @property
     def sender_key(self) -> str:
@@ -121,6 +125,10 @@ class OutboundMessage:
     plain: bool = False
     # The waiting request this answers (InboundMessage.request_id); None: nobody waits.
     request_id: str | None = None
+    # Facts for the dispatcher's notices (it decides whether anyone is told, and the
+    # notice leaves through the one door like every answer):
+    unreadable: bool = False  # nothing here the channel can read (a sticker, a poll)
+    text_cut_at: int | None = None  # the text was cut to its first N characters
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ import pytest
 
 from bot.app import App
 from bot.config import Settings
+from bot.dispatcher import UNREADABLE_NOTICE
 from bot.registry import ChannelDeps
 from channels.http import HttpChannel
 from channels.onebot.channel import OneBotChannel
@@ -510,3 +511,37 @@ async def test_console_is_never_rate_limited(
         await asyncio.wait_for(app.wait_console_or(asyncio.Event()), 10)
     assert len(chat.requests) == 3
     assert "echo: [tester]: three" in out.getvalue() and RATE_NOTICE not in out.getvalue()
+
+
+async def test_unreadable_dm_is_told_through_the_door_and_groups_and_strangers_are_not(
+    tmp_path: Path, database_url: str, storage: SqlStorage, chat: FakeOpenAI, tg: FakeTelegram
+) -> None:
+    """A sticker says nothing the bot can read: an allowed private sender is told so, once,
+    through the core's delivery; a group and a sender the access rules refuse hear nothing,
+    and nothing of it is stored or sent to the model."""
+    sticker = {
+        "file_id": "s1",
+        "file_unique_id": "us1",
+        "width": 512,
+        "height": 512,
+        "is_animated": False,
+        "is_video": False,
+        "type": "regular",
+    }
+    settings = settings_for(
+        tmp_path,
+        database_url,
+        chat,
+        telegram=telegram_section(tg),
+        access={"blocked_users": [f"telegram:{BOB['id']}"]},
+    )
+    tg.push_message(GROUP, ALICE, None, sticker=sticker)
+    tg.push_message(private_chat(BOB), BOB, None, sticker=sticker)
+    tg.push_message(private_chat(ALICE), ALICE, None, sticker=sticker)
+    async with daemon(settings):
+        (sent,) = await tg.wait_for("sendMessage")
+        await asyncio.sleep(0.3)  # room for a wrong second notice to show up
+    assert sent.params["chat_id"] == ALICE["id"] and sent.params["text"] == UNREADABLE_NOTICE
+    assert len(tg.calls_of("sendMessage")) == 1 and chat.requests == []
+    assert await storage.recent_turns("telegram", str(ALICE["id"]), 10) == []
+    assert await storage.recent_turns("telegram", str(GROUP["id"]), 10) == []

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from channels.onebot.channel import OneBotChannel
-from channels.onebot.inbound import TEXT_CUT_NOTICE
+from bot.dispatcher import TEXT_CUT_NOTICE
 from memory.store import SqlStorage
 from memory.types import IntakeDraft, NewTurn
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot, sent_text

@@ -13,7 +13,7 @@ import pytest
 from channels.config import TelegramConfig
 from channels.download import DownloadTooLarge
 from channels.telegram.app import TelegramTimings
-from channels.telegram.channel import UNSUPPORTED_NOTICE, TelegramChannel
+from channels.telegram.channel import TelegramChannel
 from core.messages import ChatType, InboundMessage, OutboundMessage, Reply
 from core.triggers import TriggerPolicy
 from tests.fakes.door import start_answering
@@ -272,8 +272,10 @@ async def test_emoji_and_rtl_names_are_cleaned(tg) -> None:
     assert names[2] == "N" * 64
 
 
-async def test_unsupported_media_in_dm_gets_a_clear_answer(tg) -> None:
-    inbox = Inbox(echo)
+async def test_unreadable_media_is_reported_as_a_fact_and_the_channel_sends_nothing(tg) -> None:
+    """The channel says what it saw; whether anyone is told is the dispatcher's call
+    (tests/test_channel_e2e.py: the notice leaves through the one door)."""
+    inbox = Inbox(lambda m: None)
     async with running(tg, inbox):
         # (voice notes and documents are read now: a sticker is what is left unreadable)
         sticker = {
@@ -286,10 +288,16 @@ async def test_unsupported_media_in_dm_gets_a_clear_answer(tg) -> None:
             "type": "regular",
         }
         tg.push_message(private_chat(ALICE), ALICE, None, sticker=sticker)
-        tg.push_message(GROUP, BOB, None, sticker=sticker)  # in a group: silently ignored
-        (sent,) = await tg.wait_for("sendMessage")
-    assert sent.params == {"chat_id": ALICE["id"], "text": UNSUPPORTED_NOTICE}
-    assert inbox.messages == []
+        tg.push_message(GROUP, BOB, None, sticker=sticker)
+        tg.push_message(private_chat(ALICE), ALICE, None)  # nothing at all: not even reported
+        tg.push_message(private_chat(ALICE), ALICE, "barrier")
+        messages = await inbox.wait(3)
+    assert sorted((m.chat_type, m.text, m.unreadable) for m in messages) == [
+        (ChatType.GROUP, "", True),
+        (ChatType.PRIVATE, "", True),
+        (ChatType.PRIVATE, "barrier", False),
+    ]
+    assert tg.calls_of("sendMessage") == []
 
 
 @pytest.mark.parametrize("answer_edited", [False, True])

@@ -90,7 +90,6 @@ class OneBotChannel:
             on_alive=self._mark_ok,
             action_timeout_s=action_timeout_s,
             max_text_chars=config.max_text_chars,
-            notify=self.send,
         )
         self._server: ReverseServer | None = None
         self._client: ForwardClient | None = None

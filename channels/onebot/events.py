@@ -114,6 +114,7 @@ def to_inbound(
         sender_id=sender_id,
         sender_name=display_name(frame, sender_id, group=chat_type is ChatType.GROUP),
         text=cut_text(parsed.text, max_text_chars),
+        text_cut_at=max_text_chars if len(parsed.text) > max_text_chars else None,
         images=tuple(image_ref(img.url, img.file) for img in parsed.images),
         mentions_bot=parsed.mentions_self,
         message_id=message_id_of(message_id),

@@ -10,7 +10,7 @@ out through the channel's send(), never back through here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import Any
 
@@ -33,20 +33,13 @@ from channels.onebot.outbound import Authors
 from channels.onebot.transport import OneBotConnection
 from core.media.fetch import DownloadError, SafeDownloader
 from core.messages import (
-    ChatType,
-    DeliveryError,
     ImageRef,
     InboundMessage,
-    OutboundMessage,
     TryLater,
 )
 
 log = logging.getLogger(__name__)
 
-# How the channel sends a notice of its own (a cut message): its send(), the same code the
-# core's one door sends through.
-Notify = Callable[[OutboundMessage], Awaitable[object]]
-TEXT_CUT_NOTICE = "Your message was too long for me: I read only its first {limit} characters."
 Spawn = Callable[[Coroutine[Any, Any, object]], None]
 
 
@@ -63,7 +56,6 @@ class Inbound:
         on_alive: Callable[[], None],
         action_timeout_s: float,
         max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
-        notify: Notify | None = None,
     ) -> None:
         self._registry = registry
         self._authors = authors
@@ -71,7 +63,6 @@ class Inbound:
         self._files = QQFiles(downloader, action_timeout_s=action_timeout_s)
         # What recent messages said, so a reply's quoted links are read without a get_msg.
         self._texts: LRUCache[tuple[str, str], str] = LRUCache(2048)
-        self._notify = notify
         self._spawn = spawn
         self._on_alive = on_alive
         self._action_timeout_s = action_timeout_s
@@ -140,30 +131,12 @@ class Inbound:
             target, quoted = await self._reply_target(conn, parsed.reply_to)
             message = with_reply(message, target, conn.self_id, quoted)
         assert self.handler is not None
-        if len(parsed.text) > self._max_text_chars and _addressed(message):
-            await self._tell_cut(message)
         try:
             await self.handler(message)  # answers go out through the channel's send()
         except TryLater:
             pass  # kept; answered after the restart
         except Exception:
             log.exception("onebot%s: handler failed for message %s", conn.label, message.message_id)
-
-    async def _tell_cut(self, message: InboundMessage) -> None:
-        """The sender learns that only the start of a too-long message was read."""
-        if self._notify is None:
-            return
-        notice = OutboundMessage(
-            platform=message.platform,
-            chat_id=message.chat_id,
-            text=TEXT_CUT_NOTICE.format(limit=self._max_text_chars),
-            reply_to_message_id=message.message_id,
-            plain=True,
-        )
-        try:
-            await self._notify(notice)
-        except DeliveryError as exc:
-            log.warning("onebot: notice of a cut message not delivered: %s", exc)
 
     async def _reply_target(
         self, conn: OneBotConnection, message_id: str
@@ -202,9 +175,3 @@ class Inbound:
             return got.data
 
         return ImageRef(fetch=fetch, name=file, locator=url)
-
-
-def _addressed(message: InboundMessage) -> bool:
-    """Spoken to the bot as far as the channel can tell (a wake word is the daemon's
-    business): a notice about the message goes only where an answer would go."""
-    return message.chat_type is ChatType.PRIVATE or message.mentions_bot or message.reply_to_bot

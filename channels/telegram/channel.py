@@ -48,7 +48,7 @@ from channels.telegram.outbound import TelegramSender, with_mention
 from channels.telegram.pacing import ChatPacer, is_group
 from channels.telegram.polling import PollMonitor, PollSupervisor
 from channels.telegram.presence import AckReaction, Presence
-from channels.telegram.replies import send_logged, send_private
+from channels.telegram.replies import send_private
 from channels.telegram.stream import StreamSettings, TelegramStream
 from core.clock import Clock, SystemClock
 from core.messages import (
@@ -73,9 +73,6 @@ DEFAULT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("memory", "What I remember about you"),
     ("reset", "Clear our private chat's history"),
     ("context", "What my last answer was built from"),
-)
-UNSUPPORTED_NOTICE = (
-    "I can read text, photos, documents and voice notes; I can't open this kind of message yet."
 )
 
 
@@ -363,14 +360,8 @@ class TelegramChannel:
             image_ref=self._files.image_ref,
             attachment_ref=self._files.attachment_ref,
         )
-        source = update.effective_message
         if isinstance(result, Skip):
             log.debug("telegram: update %s skipped: %s", update.update_id, result.reason)
-            if result.unsupported_private and source is not None:
-                notice = send_logged(
-                    self._sender, source.chat_id, UNSUPPORTED_NOTICE, None, None, self._redact
-                )
-                self._tasks.spawn(notice)
             return
         self._tasks.spawn(self._handle(result))
 

@@ -53,8 +53,6 @@ class Skip:
     """An update the daemon does not get; `reason` is for the debug log."""
 
     reason: str
-    # a private message we cannot read (a voice note, a sticker): tell the person so
-    unsupported_private: bool = False
 
 
 def normalise(
@@ -82,9 +80,9 @@ def normalise(
         text, entities = msg.caption or "", msg.parse_caption_entities()
     images = _images(msg, image_ref)
     attachments = _attachments(msg, attachment_ref) if attachment_ref is not None else ()
-    if not text.strip() and not images and not attachments:
-        media = any(getattr(msg, kind, None) for kind in _UNSUPPORTED_MEDIA)
-        return Skip("no text or image", unsupported_private=media and chat_type is ChatType.PRIVATE)
+    unreadable = not text.strip() and not images and not attachments
+    if unreadable and not any(getattr(msg, kind, None) for kind in _UNSUPPORTED_MEDIA):
+        return Skip("no text or image")
 
     command = _leading_command(entities)
     if command is not None:
@@ -129,6 +127,7 @@ def normalise(
         chat_title=clean_name(msg.chat.title) or None if chat_type is ChatType.GROUP else None,
         attachments=attachments,
         reply_text=(reply.text or reply.caption or None) if reply is not None else None,
+        unreadable=unreadable,  # a sticker, a poll: the dispatcher decides who is told
     )
 
 

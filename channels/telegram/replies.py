@@ -8,9 +8,8 @@ the update that asked is long acknowledged; a lost notice is the operator's to s
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
-from telegram.error import BadRequest, Forbidden, TelegramError
+from telegram.error import BadRequest, Forbidden
 
 from channels.telegram.completion import Target
 from channels.telegram.outbound import TelegramSender
@@ -44,20 +43,3 @@ async def send_private(
     return await sender.send_text(
         target.chat_id, notice, reply_to=target.reply_to, thread_id=target.thread_id
     )
-
-
-async def send_logged(
-    sender: TelegramSender | None,
-    chat_id: int,
-    text: str,
-    reply_to: int | None,
-    thread: int | None,
-    redact: Callable[[str], str],
-) -> None:
-    if sender is None:
-        log.error("telegram: not started; message to chat %s dropped", chat_id)
-        return
-    try:
-        await sender.send_text(chat_id, text, reply_to=reply_to, thread_id=thread)
-    except TelegramError as exc:
-        log.error("telegram: could not deliver to chat %s: %s", chat_id, redact(str(exc)))
