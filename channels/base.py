@@ -44,3 +44,11 @@ class Channel(Protocol):
         """Rebuild an accepted message's image from its locator (recovery after a crash)."""
 
     def health(self) -> ChannelHealth: ...
+
+
+class TextOnly:
+    """For a channel that takes no images (the console, HTTP): an accepted message that
+    is answered after a crash has none to restore."""
+
+    def restore_image(self, locator: str, mime: str | None, name: str) -> ImageRef | None:
+        return None

@@ -17,17 +17,9 @@ import threading
 from datetime import UTC, datetime
 from typing import BinaryIO, TextIO
 
-from channels.base import ChannelHealth, MessageHandler
+from channels.base import ChannelHealth, MessageHandler, TextOnly
 from core.inject import clean_name
-from core.messages import (
-    ChatType,
-    DeliveryError,
-    ImageRef,
-    InboundMessage,
-    OutboundMessage,
-    Sent,
-    TryLater,
-)
+from core.messages import ChatType, DeliveryError, InboundMessage, OutboundMessage, Sent, TryLater
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +37,7 @@ class _OutputClosed(Exception):
     """The terminal or pipe we write to went away; nobody can read replies any more."""
 
 
-class ConsoleChannel:
+class ConsoleChannel(TextOnly):
     """Channel Protocol implementation for a local terminal session, a private chat."""
 
     name = "console"
@@ -103,9 +95,6 @@ class ConsoleChannel:
             raise DeliveryError("the console output is closed") from None
         self._health.last_ok = datetime.now(UTC)
         return Sent()
-
-    def restore_image(self, locator: str, mime: str | None, name: str) -> ImageRef | None:
-        return None  # the console has no images
 
     def health(self) -> ChannelHealth:
         return self._health

@@ -32,21 +32,13 @@ from typing import Any
 
 from aiohttp import web
 
-from channels.base import ChannelHealth, MessageHandler
+from channels.base import ChannelHealth, MessageHandler, TextOnly
 from channels.config import HttpConfig
 from channels.http_push import HttpPush
 from channels.http_server import ConnectionCap, body_deadline, descriptors, fitting_connections
 from channels.web_guard import cross_site_reason
 from core.inject import clean_name
-from core.messages import (
-    ChatType,
-    DeliveryError,
-    ImageRef,
-    InboundMessage,
-    OutboundMessage,
-    Sent,
-    TryLater,
-)
+from core.messages import ChatType, DeliveryError, InboundMessage, OutboundMessage, Sent, TryLater
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +226,7 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat()
 
 
-class HttpChannel:
+class HttpChannel(TextOnly):
     """Channel Protocol implementation serving the JSON API on aiohttp.web."""
 
     name = "http"
@@ -334,9 +326,6 @@ class HttpChannel:
             raise DeliveryError("no HTTP request is waiting; the caller's retry reads the reply")
         waiting.set_result(message)
         return Sent()
-
-    def restore_image(self, locator: str, mime: str | None, name: str) -> ImageRef | None:
-        return None  # the HTTP API takes no images
 
     def health(self) -> ChannelHealth:
         return self._health

@@ -9,22 +9,26 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
+from enum import StrEnum
 
-# Kinds of styled range the Markdown walker produces.
-BOLD = "bold"
-ITALIC = "italic"
-STRIKETHROUGH = "strikethrough"
-CODE = "code"
-PRE = "pre"
-LINK = "link"
-BLOCKQUOTE = "blockquote"
+
+class SpanKind(StrEnum):
+    """Kinds of styled range the Markdown walker produces."""
+
+    BOLD = "bold"
+    ITALIC = "italic"
+    STRIKETHROUGH = "strikethrough"
+    CODE = "code"
+    PRE = "pre"
+    LINK = "link"
+    BLOCKQUOTE = "blockquote"
 
 
 @dataclass(frozen=True, slots=True)
 class Span:
     """A styled range [start, end) of a Layout's text, in code points."""
 
-    kind: str
+    kind: SpanKind
     start: int
     end: int
     url: str | None = None
@@ -62,7 +66,7 @@ class LayoutBuilder:
     def text_since(self, mark: int) -> str:
         return "".join(self._parts[mark:])
 
-    def add_span(self, kind: str, start: int, **extra: str | None) -> None:
+    def add_span(self, kind: SpanKind, start: int, **extra: str | None) -> None:
         """Style [start, current end) as `kind`; an empty range is dropped."""
         if self.length > start:
             self.spans.append(Span(kind, start, self.length, **extra))
@@ -98,7 +102,9 @@ def prefix_lines(layout: Layout, first: str, rest: str, *, skip_pre: bool) -> La
     A span that contains a line start grows to cover the inserted prefix.
     """
     text = layout.text
-    pre = sorted((s.start, s.end) for s in layout.spans if s.kind == PRE) if skip_pre else []
+    pre = (
+        sorted((s.start, s.end) for s in layout.spans if s.kind == SpanKind.PRE) if skip_pre else []
+    )
     pre_starts = [start for start, _ in pre]
     inserts: list[tuple[int, str]] = []
     line_start = 0

@@ -19,16 +19,10 @@ from markdown_it.token import Token
 
 from channels.formatting.cjk import use_cjk_emphasis
 from channels.formatting.layout import (
-    BLOCKQUOTE,
-    BOLD,
-    CODE,
-    ITALIC,
-    LINK,
-    PRE,
-    STRIKETHROUGH,
     Layout,
     LayoutBuilder,
     Span,
+    SpanKind,
     join_layouts,
     prefix_lines,
     strip_layout,
@@ -40,7 +34,7 @@ RULE = "———"
 _LANGUAGE = re.compile(r"[A-Za-z0-9_+#.\-]{1,32}")
 # Blocks nested deeper than this are dropped by the parser (CommonMark preset: 20).
 _MAX_NESTING = 100
-_EMPHASIS = {"em": ITALIC, "strong": BOLD, "s": STRIKETHROUGH}
+_EMPHASIS = {"em": SpanKind.ITALIC, "strong": SpanKind.BOLD, "s": SpanKind.STRIKETHROUGH}
 
 
 @dataclass(frozen=True)
@@ -132,7 +126,7 @@ class _Walker:
         if kind in ("paragraph", "heading"):
             inner = self.blocks(node.children, "\n")
             if kind == "heading" and inner.text:
-                return Layout(inner.text, (*inner.spans, Span(BOLD, 0, len(inner.text))))
+                return Layout(inner.text, (*inner.spans, Span(SpanKind.BOLD, 0, len(inner.text))))
             return inner
         if kind == "blockquote":
             return self._blockquote(node)
@@ -155,7 +149,7 @@ class _Walker:
         prefix = self._style.quote_prefix
         if prefix:
             inner = prefix_lines(inner, prefix, prefix, skip_pre=False)
-        return Layout(inner.text, (*inner.spans, Span(BLOCKQUOTE, 0, len(inner.text))))
+        return Layout(inner.text, (*inner.spans, Span(SpanKind.BLOCKQUOTE, 0, len(inner.text))))
 
     def _list(self, node: _Block) -> Layout:
         tight = all(
@@ -171,7 +165,7 @@ class _Walker:
             marker = f"{number}. " if ordered else BULLET
             number += 1
             content = self.blocks(item.children, "\n" if tight else "\n\n")
-            if any(span.kind == PRE and span.start == 0 for span in content.spans):
+            if any(span.kind == SpanKind.PRE and span.start == 0 for span in content.spans):
                 # a code block opening the item starts on the line after its marker
                 content = Layout("\n" + content.text, tuple(s.shifted(1) for s in content.spans))
             items.append(prefix_lines(content, marker, " " * len(marker), skip_pre=True))
@@ -187,7 +181,7 @@ class _Walker:
                 aligns = [_alignment(cell.token) for cell in cells]
             rows.append([cell_walker.blocks(cell.children, " ").text for cell in cells])
         text = layout_table(rows, aligns)
-        return Layout(text, (Span(PRE, 0, len(text)),) if text else ())
+        return Layout(text, (Span(SpanKind.PRE, 0, len(text)),) if text else ())
 
     def _inline(self, token: Token) -> Layout:
         out = LayoutBuilder()
@@ -203,7 +197,7 @@ class _Walker:
                 text = self._inline_text(child)
                 out.write(text)
                 if child.type == "code_inline":
-                    out.add_span(CODE, out.length - len(text))
+                    out.add_span(SpanKind.CODE, out.length - len(text))
         return out.build()
 
     def _inline_text(self, token: Token) -> str:
@@ -224,7 +218,7 @@ class _Walker:
             if not text.strip():
                 out.write(display)
             elif _scheme(href) in self._style.link_schemes and _linkable(href):
-                out.add_span(LINK, start, url=href)
+                out.add_span(SpanKind.LINK, start, url=href)
             elif display and text not in (href, display, display.removeprefix("mailto:")):
                 out.write(f" ({display})")
 
@@ -241,7 +235,7 @@ def _code_block(token: Token) -> Layout:
         return Layout("")
     words = token.info.split()
     language = words[0] if words and _LANGUAGE.fullmatch(words[0]) else None
-    return Layout(content, (Span(PRE, 0, len(content), language=language),))
+    return Layout(content, (Span(SpanKind.PRE, 0, len(content), language=language),))
 
 
 def _list_start(token: Token) -> int:

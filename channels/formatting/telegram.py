@@ -21,34 +21,32 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 
-from channels.formatting.layout import (
-    BLOCKQUOTE,
-    BOLD,
-    CODE,
-    ITALIC,
-    LINK,
-    PRE,
-    STRIKETHROUGH,
-    Layout,
-    Span,
-)
+from channels.formatting.layout import Layout, Span, SpanKind
 from channels.formatting.markdown import RenderStyle, new_parser, render_layout
 
 TELEGRAM_STYLE = RenderStyle(link_schemes=frozenset({"http", "https", "tg", "mailto"}))
 
 _ENTITY_TYPE = {
-    BOLD: "bold",
-    ITALIC: "italic",
-    STRIKETHROUGH: "strikethrough",
-    CODE: "code",
-    PRE: "pre",
-    LINK: "text_link",
-    BLOCKQUOTE: "blockquote",
+    SpanKind.BOLD: "bold",
+    SpanKind.ITALIC: "italic",
+    SpanKind.STRIKETHROUGH: "strikethrough",
+    SpanKind.CODE: "code",
+    SpanKind.PRE: "pre",
+    SpanKind.LINK: "text_link",
+    SpanKind.BLOCKQUOTE: "blockquote",
 }
-_SPLITTABLE = frozenset({BOLD, ITALIC, STRIKETHROUGH})
-_VERBATIM = frozenset({CODE, PRE})
+_SPLITTABLE = frozenset({SpanKind.BOLD, SpanKind.ITALIC, SpanKind.STRIKETHROUGH})
+_VERBATIM = frozenset({SpanKind.CODE, SpanKind.PRE})
 # For equal ranges the container comes first (blockquote outside everything).
-_NESTING_ORDER = {BLOCKQUOTE: 0, LINK: 1, PRE: 2, CODE: 3, BOLD: 4, ITALIC: 5, STRIKETHROUGH: 6}
+_NESTING_ORDER = {
+    SpanKind.BLOCKQUOTE: 0,
+    SpanKind.LINK: 1,
+    SpanKind.PRE: 2,
+    SpanKind.CODE: 3,
+    SpanKind.BOLD: 4,
+    SpanKind.ITALIC: 5,
+    SpanKind.STRIKETHROUGH: 6,
+}
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
 
@@ -134,12 +132,12 @@ def _canonical(spans: list[Span]) -> list[Span]:
     outside them.
     """
     spans = [span for span in spans if span.end > span.start]
-    links = _DisjointRanges(span for span in spans if span.kind == LINK)
+    links = _DisjointRanges(span for span in spans if span.kind == SpanKind.LINK)
     verbatim = _DisjointRanges(
         span for span in spans if span.kind in _VERBATIM and not links.contain(span)
     )
     result: list[Span] = []
-    kind_end: dict[str, int] = {}  # where the outermost span of each kind ends so far
+    kind_end: dict[SpanKind, int] = {}  # where the outermost span of each kind ends so far
     for span in sorted(spans, key=_sort_key):
         if span.start < kind_end.get(span.kind, -1):
             continue  # nested in a span of its own kind (a quote in a quote): already shown
