@@ -10,7 +10,7 @@ import pytest
 
 from channels.config import OnebotConfig
 from channels.download import DownloadError, DownloadRefused
-from channels.onebot.channel import OneBotChannel
+from channels.onebot.channel import OneBotChannel, OneBotTimings
 from channels.onebot.outbound import DM_REFUSED
 from core.messages import ChatType, Reply
 from tests.fakes.door import start_answering
@@ -47,7 +47,9 @@ async def start_rig(allow: list[str] | None = None, *, forward: str = "ok") -> R
         allow_private_media_hosts=allow or [],
     ).model_copy(update={"port": 0})  # the OS picks a free port
     clock = ManualClock(auto=True)  # sends are paced on this clock: no real waiting
-    channel = OneBotChannel(config, image_max_bytes=1 << 20, action_timeout_s=2.0, clock=clock)
+    channel = OneBotChannel(
+        config, image_max_bytes=1 << 20, timings=OneBotTimings(action_timeout_s=2.0), clock=clock
+    )
     handler = Recorder()
     await start_answering(channel, handler)
     impl = FakeOneBot(self_id=SELF, forward=forward, clock=clock.monotonic)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from channels.config import OnebotConfig
-from channels.onebot.channel import OneBotChannel
+from channels.onebot.channel import OneBotChannel, OneBotTimings
 from core.messages import Reply
 from tests.fakes.door import start_answering
 from tests.fakes.onebot_impl import FakeOneBot, Recorder, eventually
@@ -18,9 +18,7 @@ def forward_channel(url: str, token: str | None = "tok") -> OneBotChannel:
     return OneBotChannel(
         config,
         image_max_bytes=1024,
-        action_timeout_s=2.0,
-        reconnect_min_s=0.01,
-        reconnect_max_s=0.05,
+        timings=OneBotTimings(action_timeout_s=2.0, reconnect_min_s=0.01, reconnect_max_s=0.05),
     )
 
 

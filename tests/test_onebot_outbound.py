@@ -20,7 +20,7 @@ import pytest
 from channels.config import OnebotConfig
 from channels.formatting.plain import render_plain
 from channels.onebot.actions import ActionFailed
-from channels.onebot.channel import OneBotChannel
+from channels.onebot.channel import OneBotChannel, OneBotTimings
 from core.messages import DeliveryError, OutboundMessage, Reply
 from tests.fakes.door import start_answering
 from tests.fakes.manual_clock import ManualClock
@@ -81,8 +81,7 @@ async def make_rig(*, auto: bool = True, **config: Any) -> Rig:
     channel = OneBotChannel(
         settings.model_copy(update={"port": 0}),
         image_max_bytes=1024,
-        action_timeout_s=2.0,
-        send_wait_s=0.5,
+        timings=OneBotTimings(action_timeout_s=2.0, send_wait_s=0.5),
         clock=clock,
     )
     handler = Recorder()

@@ -10,7 +10,7 @@ import pytest
 
 from channels.config import OnebotConfig
 from channels.onebot.actions import ActionFailed, ConnectionLost
-from channels.onebot.channel import OneBotChannel
+from channels.onebot.channel import OneBotChannel, OneBotTimings
 from core.messages import DeliveryError, OutboundMessage
 from tests.fakes.door import start_answering
 from tests.fakes.manual_clock import ManualClock
@@ -29,7 +29,9 @@ def config(token: str | None = TOKEN) -> OnebotConfig:
 @pytest.fixture
 async def channel() -> AsyncIterator[OneBotChannel]:
     clock = ManualClock(auto=True)  # sends are paced on this clock: no real waiting
-    ch = OneBotChannel(config(), image_max_bytes=1024, action_timeout_s=5.0, clock=clock)
+    ch = OneBotChannel(
+        config(), image_max_bytes=1024, timings=OneBotTimings(action_timeout_s=5.0), clock=clock
+    )
     await start_answering(ch, Recorder())
     yield ch
     await ch.stop()

@@ -12,6 +12,7 @@ Chat ids encode the chat type, because QQ group and user numbers share one space
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,6 +37,18 @@ log = logging.getLogger(__name__)
 _RECENT_IDS = 4096
 
 
+@dataclass(frozen=True)
+class OneBotTimings:
+    """Every wait the channel makes, so tests can run it fast."""
+
+    action_timeout_s: float = 10.0  # an API call's answer over the link
+    download_timeout_s: float = 20.0  # an image fetched from QQ's servers
+    reconnect_min_s: float = 1.0  # forward mode: backoff between connection attempts
+    reconnect_max_s: float = 60.0
+    heartbeat_grace: float = 3.0  # missed heartbeat intervals before a link counts as dead
+    send_wait_s: float = 30.0  # a reply waits this long for its account to be connected
+
+
 class OneBotChannel:
     """Channel Protocol implementation for QQ via any OneBot v11 implementation."""
 
@@ -47,22 +60,15 @@ class OneBotChannel:
         config: OnebotConfig,
         *,
         image_max_bytes: int,
-        action_timeout_s: float = 10.0,
-        download_timeout_s: float = 20.0,
-        reconnect_min_s: float = 1.0,
-        reconnect_max_s: float = 60.0,
-        heartbeat_grace: float = 3.0,
+        timings: OneBotTimings | None = None,
         downloader: SafeDownloader | None = None,
-        send_wait_s: float = 30.0,
         clock: Clock | None = None,
     ) -> None:
         if config.mode == "forward_ws" and not config.url:
             raise ValueError("onebot.url is required when onebot.mode = 'forward_ws'")
         self._config = config
         self._token = config.access_token.get_secret_value() if config.access_token else None
-        self._action_timeout_s = action_timeout_s
-        self._reconnect = (reconnect_min_s, reconnect_max_s)
-        self._grace = heartbeat_grace
+        self._t = timings or OneBotTimings()
         self._tasks = TaskTracker("onebot")
         self._registry = ConnectionRegistry(self._tasks.spawn)
         self._pacer = SendPacer(config.send_interval_s, clock)
@@ -73,7 +79,7 @@ class OneBotChannel:
             authors,
             forward_over_chars=config.forward_over_chars,
             on_sent=self._mark_ok,
-            send_wait_s=send_wait_s,
+            send_wait_s=self._t.send_wait_s,
         )
         self._inbound = Inbound(
             self._registry,
@@ -82,13 +88,13 @@ class OneBotChannel:
             or SafeDownloader(
                 DownloadPolicy(
                     max_bytes=image_max_bytes,
-                    timeout_s=download_timeout_s,
+                    timeout_s=self._t.download_timeout_s,
                     allow_private_hosts=tuple(config.allow_private_media_hosts),
                 )
             ),
             spawn=self._tasks.spawn,
             on_alive=self._mark_ok,
-            action_timeout_s=action_timeout_s,
+            action_timeout_s=self._t.action_timeout_s,
             max_text_chars=config.max_text_chars,
         )
         self._server: ReverseServer | None = None
@@ -133,9 +139,9 @@ class OneBotChannel:
                 access_token=self._token,
                 make_connection=lambda ws: self._new_connection(ws, None),
                 on_connection=self._serve,
-                backoff_min_s=self._reconnect[0],
-                backoff_max_s=self._reconnect[1],
-                connect_timeout_s=max(self._action_timeout_s, 1.0),
+                backoff_min_s=self._t.reconnect_min_s,
+                backoff_max_s=self._t.reconnect_max_s,
+                connect_timeout_s=max(self._t.action_timeout_s, 1.0),
             )
             await self._client.start()
         self._running = True
@@ -167,8 +173,8 @@ class OneBotChannel:
         return OneBotConnection(
             ws,
             self_id=self_id,
-            action_timeout_s=self._action_timeout_s,
-            heartbeat_grace=self._grace,
+            action_timeout_s=self._t.action_timeout_s,
+            heartbeat_grace=self._t.heartbeat_grace,
             label=f"[{self_id or '?'}]",
         )
 

@@ -143,9 +143,7 @@ class TelegramChannel:
         self._sender = TelegramSender(
             self._app.bot,
             ChatPacer(self._clock, per_minute=self._t.group_sends_per_min),
-            attempts=self._t.send_attempts,
-            max_retry_after_s=self._t.max_retry_after_s,
-            backoff_s=self._t.send_backoff_s,
+            self._t,
         )
         if self._config.ack_reaction:
             self._ack = AckReaction(

@@ -25,6 +25,7 @@ from telegram.warnings import PTBDeprecationWarning
 
 from channels.formatting.split import split_text
 from channels.formatting.telegram import Entity, FormattedText, utf16_length
+from channels.telegram.app import TelegramTimings
 from channels.telegram.pacing import ChatPacer
 
 log = logging.getLogger(__name__)
@@ -95,22 +96,14 @@ class TelegramSender:
     """Sends, edits and drafts in a chat with bounded retries, paced by a ChatPacer;
     raises what it could not recover from."""
 
-    def __init__(
-        self,
-        bot: Bot,
-        pacer: ChatPacer,
-        *,
-        attempts: int = 3,
-        max_retry_after_s: float = 60.0,
-        backoff_s: float = 1.0,
-    ) -> None:
-        if attempts < 1:
-            raise ValueError("attempts must be >= 1")
+    def __init__(self, bot: Bot, pacer: ChatPacer, timings: TelegramTimings) -> None:
+        if timings.send_attempts < 1:
+            raise ValueError("send_attempts must be >= 1")
         self._bot = bot
         self.pacer = pacer
-        self._attempts = attempts
-        self._max_retry_after_s = max_retry_after_s
-        self._backoff_s = backoff_s
+        self._attempts = timings.send_attempts
+        self._max_retry_after_s = timings.max_retry_after_s
+        self._backoff_s = timings.send_backoff_s
 
     async def send_text(
         self,
