@@ -11,10 +11,10 @@ changes the settings and explains them.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from bot.access import AccessRules
+from bot.commands import text_after
 from bot.config import Settings
 from core.messages import ChatType, InboundMessage, Reply
 from memory.chat_settings import (
@@ -26,8 +26,6 @@ from memory.chat_settings import (
 )
 from memory.chat_settings_cache import CachedChatSettings
 
-# The text after `/bot[@name] <sub>`, newlines and spacing kept (a persona is free text).
-_REST = re.compile(r"^\s*/\S+\s+\S+[ \t]*(.*)$", re.DOTALL)
 PERSONA_CLEAR = "clear"
 PERSONA_USAGE = (
     f"/bot persona <text> — this chat's persona (at most {PERSONA_MAX_CHARS} characters); "
@@ -47,12 +45,6 @@ USAGE = "\n".join(
     ]
 )
 GROUP_ONLY = "/bot {sub} works in a group. Private chats follow [access] private in the config."
-
-
-def rest_of(text: str) -> str:
-    """What follows the subcommand, as typed."""
-    found = _REST.match(text)
-    return found.group(1).strip() if found else ""
 
 
 @dataclass(frozen=True)
@@ -90,11 +82,11 @@ class BotCommand:
             if sub in {"allow", "deny"}:
                 return Reply(await self._allow(message, allow=sub == "allow"))
             if sub == "persona":
-                return Reply(await self._persona(message, rest_of(message.text)))
+                return Reply(await self._persona(message, text_after(message.text, words=2)))
             if sub == "wake":
-                return Reply(await self._wake(message, rest_of(message.text)))
+                return Reply(await self._wake(message, text_after(message.text, words=2)))
             if sub == "timezone":
-                return Reply(await self._timezone(message, rest_of(message.text)))
+                return Reply(await self._timezone(message, text_after(message.text, words=2)))
             if sub == "reset-settings":
                 await self.chat_settings.reset(message.chat_key, by=message.sender_key)
                 return Reply("Done: this chat's persona and wake words are back to the defaults.")

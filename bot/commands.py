@@ -22,6 +22,14 @@ MENTION = re.compile(r"^@(\S.*)$")
 NAME_LOOKBACK_TURNS = 500
 
 
+def text_after(text: str, words: int = 1) -> str:
+    """What follows a command's first `words` words (`/cmd[@bot]`, then a subcommand such
+    as `persona`), as typed: a persona or a reminder is free text, so newlines and inner
+    spacing are kept."""
+    found = re.match(r"^\s*/\S+" + r"\s+\S+" * (words - 1) + r"[ \t]*(.*)$", text, re.DOTALL)
+    return found.group(1).strip() if found else ""
+
+
 class CommandStore(TurnStore, MemoryStore, Protocol):
     pass
 
@@ -75,7 +83,15 @@ class Commands:
     @property
     def names(self) -> list[str]:
         known = (
-            "help", "reset", "context", "memory", "bot", "usage", "tools", "remind", "schedule"
+            "help",
+            "reset",
+            "context",
+            "memory",
+            "bot",
+            "usage",
+            "tools",
+            "remind",
+            "schedule",
         )
         return [name for name in known if name in self._handlers]
 

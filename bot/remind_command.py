@@ -12,12 +12,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bot.commands import text_after
 from core.messages import InboundMessage, Reply
 from core.reminders.service import Reminders, list_line
 from core.reminders.when import FORMS_HELP
 from memory.reminders import ReminderRefused
 
-_REST = re.compile(r"^\s*/\S+[ \t]*(.*)$", re.DOTALL)  # the text after `/remind[@bot]`
 _ID = re.compile(r"^#?(\d{1,18})$")
 
 REMIND_USAGE = "\n".join(
@@ -32,11 +32,6 @@ SCHEDULE_USAGE = (
     "here as if you had asked, e.g. /schedule every day 08:00 summarise today's news. "
     "/remind list shows it, /remind cancel <id> cancels it."
 )
-
-
-def rest_of(text: str) -> str:
-    found = _REST.match(text)
-    return found.group(1).strip() if found else ""
 
 
 @dataclass(frozen=True)
@@ -73,7 +68,7 @@ class RemindCommand:
 
     async def _set(self, message: InboundMessage, kind: str) -> str:
         try:
-            done = await self.reminders.set_from_text(message, rest_of(message.text), kind=kind)
+            done = await self.reminders.set_from_text(message, text_after(message.text), kind=kind)
         except ReminderRefused as refused:
             return f"Not set: {refused}."
         return done.text
