@@ -18,7 +18,7 @@ from core.media.attachments import DocumentLimits, SharedReader
 from core.media.fetch import DownloadPolicy, SafeDownloader
 from core.media.links import LinkReader, PageReader
 from core.media.speaking import VoiceReplies
-from core.media.voice import SpeechService, VoiceOptions
+from core.media.voice import SpeechService
 from core.tools.read import read_tool
 from core.tools.registry import ToolRegistry
 from core.usage.meter import UsageMeter
@@ -99,14 +99,6 @@ class SharedMedia:
         return SpeechService(
             base_url=voice.base_url or llm.base_url or OPENAI_BASE_URL,
             api_key=key.get_secret_value() if key else None,
-            options=VoiceOptions(
-                model=voice.model,
-                max_seconds=voice.max_seconds,
-                max_bytes=voice.max_bytes,
-                timeout_s=voice.timeout_s,
-                tts_model=voice.tts_model,
-                tts_voice=voice.tts_voice,
-                tts_max_chars=voice.tts_max_chars,
-            ),
+            options=voice,
             meter=meter,
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from dataclasses import dataclass
+from typing import Protocol
 
 import openai
 from cachetools import LRUCache
@@ -29,15 +29,23 @@ class VoiceError(Exception):
     """Speech could not be turned into text or back; str(exc) is a short reason."""
 
 
-@dataclass(frozen=True)
-class VoiceOptions:
-    model: str = "whisper-1"
-    max_seconds: float = 300
-    max_bytes: int = 20 * 1024 * 1024
-    timeout_s: float = 60.0
-    tts_model: str = "tts-1"
-    tts_voice: str = "alloy"
-    tts_max_chars: int = 1500
+class VoiceOptions(Protocol):
+    """The models and limits the service reads; `[voice]` (VoiceConfig) is passed whole."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def max_seconds(self) -> float: ...
+    @property
+    def max_bytes(self) -> int: ...
+    @property
+    def timeout_s(self) -> float: ...
+    @property
+    def tts_model(self) -> str: ...
+    @property
+    def tts_voice(self) -> str: ...
+    @property
+    def tts_max_chars(self) -> int: ...
 
 
 class SpeechService:
