@@ -308,7 +308,7 @@ class TelegramChannel:
         app = self._app
         assert app is not None and app.updater is not None
         await app.initialize()
-        self._me = BotIdentity(app.bot.id, app.bot.username)
+        self._me = app.bot  # initialized: it knows its id and username from getMe
         if self._commands and not self._commands_set:
             try:
                 await app.bot.set_my_commands([BotCommand(n, d) for n, d in self._commands])

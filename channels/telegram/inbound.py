@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Protocol
 
 from telegram import Chat, Message, MessageEntity, Update
 
@@ -40,12 +41,13 @@ _UNSUPPORTED_MEDIA = (
 )
 
 
-@dataclass(frozen=True)
-class BotIdentity:
-    """Who "the bot" is, learned from getMe at start."""
+class BotIdentity(Protocol):
+    """Who "the bot" is: PTB's Bot answers from the getMe it made at start."""
 
-    id: int
-    username: str
+    @property
+    def id(self) -> int: ...
+    @property
+    def username(self) -> str: ...
 
 
 @dataclass(frozen=True)
