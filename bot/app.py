@@ -381,18 +381,7 @@ class App:
             )
             self._stack.push_async_callback(provider.close)
             self._models["vision"] = provider
-        return VisionReader(
-            provider,
-            enabled=vision.enabled,
-            mode=vision.mode,
-            max_bytes=vision.max_bytes,
-            max_side=vision.max_side,
-            max_pixels=int(vision.max_megapixels * 1_000_000),
-            concurrency=vision.concurrency,
-            per_chat=vision.concurrency_per_chat,
-            timeout_s=llm.timeout_s,
-            meter=meter,
-        )
+        return VisionReader(provider, vision, timeout_s=llm.timeout_s, meter=meter)
 
     async def _mcp_tools(self, counter: TokenCounter) -> Any:
         """The MCP servers' tools, started now; None (and no SDK import) without servers."""

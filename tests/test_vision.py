@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 from bot.app import Seams
+from bot.config import VisionConfig
 from core.llm import OpenAIProvider
 from core.media.imaging import BadImage, TooManyPixels, prepare_image
 from core.media.vision import UNREADABLE, VisionReader
@@ -72,7 +73,7 @@ def describe_by_mime(body: dict) -> str:
 
 async def test_descriptions_in_order_and_cached(provider: ProviderFactory) -> None:
     async with FakeOpenAI(reply=describe_by_mime) as fake:
-        reader = VisionReader(provider(fake), enabled=True)
+        reader = VisionReader(provider(fake), VisionConfig(enabled=True))
         one = await reader(message(ref(PNG)))
         assert one.notes == ["a png picture"] and len(one.hashes) == 1
         three = await reader(message(ref(JPEG), ref(PNG), ref(GIF)))
@@ -86,11 +87,11 @@ async def test_descriptions_in_order_and_cached(provider: ProviderFactory) -> No
 
 async def test_description_cache_is_bounded_and_can_be_off(provider: ProviderFactory) -> None:
     async with FakeOpenAI(reply=describe_by_mime) as fake:
-        small = VisionReader(provider(fake), enabled=True, cache_entries=2)
+        small = VisionReader(provider(fake), VisionConfig(enabled=True), cache_entries=2)
         for data in (PNG, JPEG, PNG, GIF, PNG, JPEG):  # GIF pushes out JPEG, not the PNG
             await small(message(ref(data)))
         assert small.describe_calls == 4
-        off = VisionReader(provider(fake), enabled=True, cache_entries=0)
+        off = VisionReader(provider(fake), VisionConfig(enabled=True), cache_entries=0)
         for _ in range(2):
             assert (await off(message(ref(PNG)))).notes == ["a png picture"]
         assert off.describe_calls == 2
@@ -101,7 +102,11 @@ async def test_bad_images_become_could_not_be_read(provider: ProviderFactory) ->
         raise ConnectionError("gone")
 
     async with FakeOpenAI(reply="should not be asked") as fake:
-        reader = VisionReader(provider(fake), enabled=True, max_bytes=len(PNG) + 100)
+        reader = VisionReader(
+            # under the config's 1024-byte floor, so built without its validation
+            provider(fake),
+            VisionConfig.model_construct(enabled=True, max_bytes=len(PNG) + 100),
+        )
         forged = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64  # the right magic bytes, no image
         truncated = picture("PNG", (8, 8))[:-30]
         notes = await reader(
@@ -121,16 +126,18 @@ async def test_bad_images_become_could_not_be_read(provider: ProviderFactory) ->
 async def test_vision_timeout_and_error_do_not_fail_the_turn(provider: ProviderFactory) -> None:
     async with FakeOpenAI(reply="fine") as fake:
         fake.hang()
-        reader = VisionReader(provider(fake, timeout_s=0.3), enabled=True, timeout_s=0.5)
+        reader = VisionReader(
+            provider(fake, timeout_s=0.3), VisionConfig(enabled=True), timeout_s=0.5
+        )
         assert (await reader(message(ref(PNG)))).notes == [UNREADABLE]
         fake.fail(500)
         assert (await reader(message(ref(JPEG)))).notes == [UNREADABLE]
 
 
 async def test_disabled_and_passthrough() -> None:
-    off = VisionReader(None, enabled=False)
+    off = VisionReader(None, VisionConfig(enabled=False))
     assert (await off(message(ref(PNG), ref(JPEG)))).notes == ["not described"] * 2
-    passthrough = VisionReader(None, enabled=True, mode="passthrough")
+    passthrough = VisionReader(None, VisionConfig(enabled=True, mode="passthrough"))
     got = await passthrough(message(ref(PNG)))
     assert got.notes == ["attached"]
     assert got.parts == [
@@ -172,7 +179,7 @@ async def test_images_are_read_concurrently_with_a_limit() -> None:
 
         return ImageRef(fetch=fetch)
 
-    reader = VisionReader(None, enabled=True, mode="passthrough", concurrency=2)
+    reader = VisionReader(None, VisionConfig(enabled=True, mode="passthrough", concurrency=2))
     task = asyncio.create_task(reader(message(*(slow(PNG) for _ in range(5)))))
     for _ in range(20):
         await asyncio.sleep(0)
@@ -186,7 +193,7 @@ async def test_large_images_are_downscaled_before_the_model_sees_them(
 ) -> None:
     big = picture("PNG", (3000, 1000), "white")
     async with FakeOpenAI(reply="a white banner") as fake:
-        reader = VisionReader(provider(fake), enabled=True, max_side=600)
+        reader = VisionReader(provider(fake), VisionConfig(enabled=True, max_side=600))
         assert (await reader(message(ref(big)))).notes == ["a white banner"]
         url = fake.requests[0]["messages"][0]["content"][1]["image_url"]["url"]
         assert url.startswith("data:image/jpeg;base64,")

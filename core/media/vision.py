@@ -12,20 +12,14 @@ import asyncio
 import hashlib
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from cachetools import LRUCache
 
 from core.fairness import FairLimiter
 from core.llm import LLMError, LLMProvider
 from core.media.data_url import data_url
-from core.media.imaging import (
-    DEFAULT_MAX_PIXELS,
-    DEFAULT_MAX_SIDE,
-    BadImage,
-    TooManyPixels,
-    prepare_image,
-)
+from core.media.imaging import BadImage, TooManyPixels, prepare_image
 from core.messages import ImageRef, InboundMessage, TooLarge
 from core.usage.meter import ModelCall, UsageMeter, UsageSubject
 
@@ -53,35 +47,49 @@ class ImageNotes:
     hashes: list[str] = field(default_factory=list)
 
 
+class VisionSettings(Protocol):
+    """The [vision] keys the reader uses (bot.config.VisionConfig, passed whole)."""
+
+    @property
+    def enabled(self) -> bool: ...
+    @property
+    def mode(self) -> Literal["describe", "passthrough"]: ...
+    @property
+    def max_bytes(self) -> int: ...
+    @property
+    def max_side(self) -> int: ...
+    @property
+    def max_megapixels(self) -> float: ...
+    @property
+    def concurrency(self) -> int: ...
+    @property
+    def concurrency_per_chat(self) -> int: ...
+
+
 class VisionReader:
     """Reads every image of a message, concurrently and within limits."""
 
     def __init__(
         self,
         vision_llm: LLMProvider | None,
+        settings: VisionSettings,
         *,
-        enabled: bool,
-        mode: Literal["describe", "passthrough"] = "describe",
-        max_bytes: int = 10 * 1024 * 1024,
-        max_side: int = DEFAULT_MAX_SIDE,
         timeout_s: float = 60.0,
-        concurrency: int = 4,
-        per_chat: int = 2,
-        max_pixels: int = DEFAULT_MAX_PIXELS,
         cache_entries: int = 512,
         meter: UsageMeter | None = None,
     ) -> None:
         self._llm = vision_llm
-        self._enabled = enabled and (mode == "passthrough" or vision_llm is not None)
+        mode = settings.mode
+        self._enabled = settings.enabled and (mode == "passthrough" or vision_llm is not None)
         self._mode = mode
-        self._max_bytes = max_bytes
-        self._max_side = max_side
+        self._max_bytes = settings.max_bytes
+        self._max_side = settings.max_side
         self._timeout_s = timeout_s
-        self._max_pixels = max_pixels
-        # `concurrency` images at once in all, at most `per_chat` of them for one chat and
-        # `per_chat` for one sender: slow downloads or a hung vision call in one chat
-        # cannot hold every slot while another person's photo waits.
-        self._limit = FairLimiter(concurrency, per_chat)
+        self._max_pixels = int(settings.max_megapixels * 1_000_000)
+        # `concurrency` images at once in all, at most `concurrency_per_chat` of them for
+        # one chat and as many for one sender: slow downloads or a hung vision call in one
+        # chat cannot hold every slot while another person's photo waits.
+        self._limit = FairLimiter(settings.concurrency, settings.concurrency_per_chat)
         # Descriptions by image hash; least recently used go first. 0 entries: no cache.
         self._cache: LRUCache[str, str] | None = LRUCache(cache_entries) if cache_entries else None
         self.describe_calls = 0
