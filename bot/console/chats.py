@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from bot.console.charts import stacked_bar
 from bot.console.params import chat_cursor, row_id
-from bot.console.picture import picture_of, was_dropped
+from bot.console.picture import drawn_picture, was_dropped
 from core.messages import ChatKey
 from memory.chat_settings import ChatSettingsError
 from memory.models import ID_LEN, PLATFORM_LEN
@@ -65,12 +64,7 @@ async def _chat(console: Console, request: web.Request) -> web.Response:
     before_id = row_id(request.query.get("before"), "before")
     turns = await deps.storage.recent_turns(platform, chat_id, TURNS_SHOWN, before_id)
     report = deps.last_report(platform, chat_id)
-    picture = picture_of(report) if report is not None else None
-    bar = zoom = None
-    if picture is not None:
-        bar = stacked_bar(picture.segments, title="The last context, as parts of the window")
-        inside = [s for s in picture.segments if s.key not in ("reserve", "free")]
-        zoom = stacked_bar(inside, title="The last context alone", css="picture zoom")
+    drawn = drawn_picture(report) if report is not None else None
     settings = await deps.chat_settings.get(chat)
     older = (
         url("/chat", platform=platform, id=chat_id, before=turns[0].id)
@@ -83,9 +77,7 @@ async def _chat(console: Console, request: web.Request) -> web.Response:
         chat=row,
         turns=[(turn, was_dropped(turn.id, report)) for turn in turns],
         folded=FOLDED_KINDS,
-        picture=picture,
-        bar=bar,
-        zoom=zoom,
+        drawn=drawn,
         settings=settings,
         older=older,
     )

@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bot.console.charts import Segment
+from markupsafe import Markup
+
+from bot.console.charts import Segment, stacked_bar
 from core.context.compaction import SUMMARY_COMPONENT
 from core.context.report import ContextReport
 
@@ -69,6 +71,25 @@ def picture_of(report: ContextReport) -> Picture:
         segments.append(Segment("free", "free", free))
     dropped = [f"#{a}" if a == b else f"#{a}–#{b}" for a, b in report.dropped_ranges]
     return Picture(report, segments, in_context, lines, dropped)
+
+
+@dataclass(frozen=True)
+class DrawnPicture:
+    """A picture and its two bars: the whole window, and the context alone, enlarged."""
+
+    picture: Picture
+    bar: Markup
+    zoom: Markup
+
+
+def drawn_picture(report: ContextReport) -> DrawnPicture:
+    picture = picture_of(report)
+    inside = [s for s in picture.segments if s.key not in ("reserve", "free")]
+    return DrawnPicture(
+        picture,
+        bar=stacked_bar(picture.segments, title="The last context, as parts of the window"),
+        zoom=stacked_bar(inside, title="The last context alone", css="picture zoom"),
+    )
 
 
 def was_dropped(turn_id: int, report: ContextReport | None) -> bool:
