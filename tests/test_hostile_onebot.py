@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from channels.onebot.channel import OneBotChannel
 from bot.dispatcher import TEXT_CUT_NOTICE
+from channels.onebot.channel import OneBotChannel
 from memory.store import SqlStorage
 from memory.types import IntakeDraft, NewTurn
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot, sent_text
