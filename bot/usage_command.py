@@ -28,14 +28,9 @@ class UsageReads(Protocol):
     ) -> UsageTotals: ...
 
     async def grouped(
-        self,
-        by: GroupBy,
-        since: date,
-        until: date,
-        scope: UsageScope | None = None,
-        *,
-        limit: int | None = None,
-    ) -> list[UsageGroup]: ...
+        self, by: GroupBy, since: date, until: date, *, limit: int | None = None
+    ) -> list[UsageGroup]:
+        """Only the unscoped ranking `/usage top` shows (the store also takes a scope)."""
 
 
 def tokens_line(label: str, totals: UsageTotals) -> str:

@@ -26,25 +26,8 @@ class IntakeConflict(Exception):
     """The row was not in the state a conditional update expected (someone else won)."""
 
 
-_COLUMNS = (
-    IntakeRow.id,
-    IntakeRow.platform,
-    IntakeRow.chat_id,
-    IntakeRow.chat_type,
-    IntakeRow.sender_id,
-    IntakeRow.sender_name,
-    IntakeRow.text,
-    IntakeRow.platform_message_id,
-    IntakeRow.thread_id,
-    IntakeRow.payload,
-    IntakeRow.state,
-    IntakeRow.attempts,
-    IntakeRow.user_turn_id,
-    IntakeRow.reply_turn_id,
-    IntakeRow.delivery,
-    IntakeRow.received_at,
-    IntakeRow.updated_at,
-)
+# In IntakeEntry's field order, so a row unpacks into one by position.
+_COLUMNS = tuple(getattr(IntakeRow, name) for name in IntakeEntry.__dataclass_fields__)
 
 
 _FIELDS = tuple(column.key for column in _COLUMNS if column.key != "id")

@@ -255,7 +255,16 @@ OPEN_STATES = ("pending", "answered")  # what recovery still has to do something
 OPEN_STATE_SQL = text("state IN ('pending', 'answered')")
 
 
-class IntakeRow(Base):
+class ChatAddress:
+    """The chat a message came from or a reminder goes to, by the platform's own id and
+    kind as the message named them (intake and reminders share these columns)."""
+
+    platform: Mapped[str] = mapped_column(String(PLATFORM_LEN))
+    chat_id: Mapped[str] = mapped_column(String(ID_LEN))
+    chat_type: Mapped[str] = mapped_column(String(KIND_LEN))
+
+
+class IntakeRow(ChatAddress, Base):
     """A triggered message the daemon accepted, and how far its answer got.
 
     Written before any slow step (images, the model, search), so a crash at any point
@@ -279,9 +288,6 @@ class IntakeRow(Base):
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    platform: Mapped[str] = mapped_column(String(PLATFORM_LEN))
-    chat_id: Mapped[str] = mapped_column(String(ID_LEN))
-    chat_type: Mapped[str] = mapped_column(String(KIND_LEN))
     sender_id: Mapped[str] = mapped_column(String(ID_LEN))
     sender_name: Mapped[str] = mapped_column(String(NAME_LEN))
     platform_message_id: Mapped[str | None] = mapped_column(String(ID_LEN))
@@ -383,7 +389,7 @@ REMINDER_STATES = ("active", "done", "missed", "cancelled")
 RUN_STATES = ("claimed", "delivered", "late", "missed", "failed", "skipped")
 
 
-class ReminderRow(Base):
+class ReminderRow(ChatAddress, Base):
     """A reminder (`/remind`) or a scheduled model turn (`/schedule`) of one person in
     one chat. `next_due_at` is the occurrence still to come (None once finished); the
     claim of an occurrence is the conditional UPDATE that moves it on (memory/reminders.py).
@@ -398,9 +404,6 @@ class ReminderRow(Base):
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     kind: Mapped[str] = mapped_column(String(KIND_LEN))
-    platform: Mapped[str] = mapped_column(String(PLATFORM_LEN))
-    chat_id: Mapped[str] = mapped_column(String(ID_LEN))
-    chat_type: Mapped[str] = mapped_column(String(KIND_LEN))
     thread_id: Mapped[str | None] = mapped_column(String(ID_LEN))
     owner_id: Mapped[str] = mapped_column(String(ID_LEN))
     owner_name: Mapped[str] = mapped_column(String(NAME_LEN))

@@ -124,9 +124,8 @@ class SqlStorage:
                     name = clean_text(turn.sender_name)[:NAME_LEN]
                 sender_pk = self._ids.user_pk(conn, ids, (turn.platform, turn.sender_id), name)
             created, content, meta = utc(turn.created_at), clean_text(turn.content), dict(turn.meta)
-            params = {
-                "chat_id": chat_pk,
-                "sender_user_id": sender_pk,
+            # The columns a Turn names alike; the row adds its chat and sender keys.
+            values: dict[str, Any] = {
                 "role": turn.role,
                 "kind": turn.kind,
                 "content": content,
@@ -135,6 +134,7 @@ class SqlStorage:
                 "meta": meta,
                 "created_at": created,
             }
+            params = {"chat_id": chat_pk, "sender_user_id": sender_pk, **values}
             turn_pk = conn.execute(self._insert_turn, params).scalar_one_or_none()
             if turn_pk is not None:
                 touch = touched.setdefault(
@@ -147,15 +147,9 @@ class SqlStorage:
                         id=int(turn_pk),
                         platform=turn.platform,
                         chat_id=turn.chat_id,
-                        role=turn.role,
-                        kind=turn.kind,
-                        content=content,
-                        token_count=turn.token_count,
                         sender_id=turn.sender_id,
                         sender_name=name,
-                        platform_message_id=turn.platform_message_id,
-                        meta=meta,
-                        created_at=created,
+                        **values,
                     )
                 )
         self._touch_chats(conn, list(touched.values()))

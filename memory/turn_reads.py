@@ -29,6 +29,21 @@ def _meta(stored: Any) -> dict[str, Any]:
     return stored or {}
 
 
+# What `_turns` unpacks, in its order: a turn's columns and its sender's.
+_TURN_COLUMNS = (
+    TurnRow.id,
+    TurnRow.role,
+    TurnRow.kind,
+    TurnRow.content,
+    TurnRow.token_count,
+    TurnRow.platform_message_id,
+    type_coerce(TurnRow.meta, Text()),  # decoded by _meta: most are "{}"
+    TurnRow.created_at,
+    User.platform_user_id,
+    User.display_name,
+)
+
+
 class TurnReads:
     """The read side of the turns table for one `Database`."""
 
@@ -36,18 +51,7 @@ class TurnReads:
         self._db = database
         self._ids = ids
         recent = (
-            select(  # in the order _turns unpacks them
-                TurnRow.id,
-                TurnRow.role,
-                TurnRow.kind,
-                TurnRow.content,
-                TurnRow.token_count,
-                TurnRow.platform_message_id,
-                type_coerce(TurnRow.meta, Text()),  # decoded by _meta: most are "{}"
-                TurnRow.created_at,
-                User.platform_user_id,
-                User.display_name,
-            )
+            select(*_TURN_COLUMNS)
             .outerjoin(User, User.id == TurnRow.sender_user_id)
             .where(TurnRow.chat_id == bindparam("chat_pk"))
             .order_by(TurnRow.id.desc())
@@ -134,20 +138,7 @@ class TurnReads:
     async def turn_content(self, turn_id: int) -> Turn | None:
         """One stored turn by id (its chat named in the result), or None if it is gone."""
         query = (
-            select(
-                TurnRow.id,
-                Chat.platform,
-                Chat.platform_chat_id,
-                TurnRow.role,
-                TurnRow.kind,
-                TurnRow.content,
-                TurnRow.token_count,
-                User.platform_user_id,
-                User.display_name,
-                TurnRow.platform_message_id,
-                TurnRow.meta,
-                TurnRow.created_at,
-            )
+            select(*_TURN_COLUMNS, Chat.platform, Chat.platform_chat_id)
             .join(Chat, Chat.id == TurnRow.chat_id)
             .outerjoin(User, User.id == TurnRow.sender_user_id)
             .where(TurnRow.id == turn_id)
@@ -155,17 +146,5 @@ class TurnReads:
         row = await self._db.read(lambda conn: conn.execute(query).first())
         if row is None:
             return None
-        return Turn(
-            id=row.id,
-            platform=row.platform,
-            chat_id=row.platform_chat_id,
-            role=row.role,
-            kind=row.kind,
-            content=row.content,
-            token_count=row.token_count,
-            sender_id=row.platform_user_id,
-            sender_name=row.display_name,
-            platform_message_id=row.platform_message_id,
-            meta=row.meta or {},
-            created_at=row.created_at,
-        )
+        *turn, platform, chat_id = row
+        return self._turns(platform, chat_id, [turn])[0]

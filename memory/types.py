@@ -166,8 +166,8 @@ TurnState = Literal["pending", "answered", "delivered", "failed", "expired"]
 
 
 @dataclass(frozen=True)
-class IntakeDraft:
-    """A triggered message as accepted: enough to answer it again after a crash."""
+class IntakeMessage:
+    """What every intake record holds of the triggered message: where, who, what."""
 
     platform: str
     chat_id: str
@@ -175,6 +175,12 @@ class IntakeDraft:
     sender_id: str
     sender_name: str
     text: str
+
+
+@dataclass(frozen=True)
+class IntakeDraft(IntakeMessage):
+    """A triggered message as accepted: enough to answer it again after a crash."""
+
     platform_message_id: str | None = None
     thread_id: str | None = None
     payload: dict[str, Any] = field(default_factory=dict)  # image refs, mention flags
@@ -182,14 +188,9 @@ class IntakeDraft:
 
 
 @dataclass(frozen=True)
-class IntakeEntry(InChat):
-    id: int
-    platform: str
-    chat_id: str
-    chat_type: str
-    sender_id: str
-    sender_name: str
-    text: str
+class IntakeEntry(IntakeMessage, InChat):
+    """A stored intake row: the message and how far its answer got."""
+
     platform_message_id: str | None
     thread_id: str | None
     payload: dict[str, Any]
@@ -200,6 +201,7 @@ class IntakeEntry(InChat):
     delivery: dict[str, Any]
     received_at: datetime
     updated_at: datetime
+    id: int
 
 
 @dataclass(frozen=True)

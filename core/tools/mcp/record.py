@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Protocol
 
-from core.tools.mcp.tools import ToolCallRecord
+from memory.tool_calls import ToolCallRecord
 
 
 class ToolCallRows(Protocol):
-    async def add(
-        self,
-        *,
-        server: str,
-        tool: str,
-        platform: str,
-        chat_id: str,
-        user_id: str,
-        duration_ms: int,
-        outcome: str,
-    ) -> None: ...
+    async def add(self, call: ToolCallRecord) -> None: ...
 
 
 class SqlCallRecorder:
@@ -27,4 +16,4 @@ class SqlCallRecorder:
         self._rows = rows
 
     async def record(self, call: ToolCallRecord) -> None:
-        await self._rows.add(**asdict(call))
+        await self._rows.add(call)

@@ -14,7 +14,6 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from mcp.shared.exceptions import MCPError
@@ -34,6 +33,7 @@ from core.tools.mcp.permission import Sender
 from core.tools.mcp.render import bound, render_result
 from core.tools.mcp.session import ServerDown, ServerLink, short_error
 from core.tools.registry import Observation, Tool, ToolCall, ToolContext
+from memory.tool_calls import ToolCallRecord
 
 log = logging.getLogger(__name__)
 
@@ -44,19 +44,6 @@ UNTRUSTED = (
 _CALL_OPENER = re.compile(r"\[([ \t]*Call[ \t]*:)", re.IGNORECASE)  # defused in any mode
 # The operator at their own terminal is never restricted (as in bot/access.py).
 OPERATOR_PLATFORMS = frozenset({"console"})
-
-
-@dataclass(frozen=True)
-class ToolCallRecord:
-    """One MCP tool call, for usage and the console."""
-
-    server: str
-    tool: str
-    platform: str
-    chat_id: str
-    user_id: str
-    duration_ms: int
-    outcome: str  # ok | error | timeout | down | refused | cancelled | bad_arguments
 
 
 class CallRecorder(Protocol):

@@ -10,38 +10,26 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from memory.migrations.columns import BIG_ID, create_keyed_table
+
 revision: str = "0001"
 down_revision: str | Sequence[str] | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-BIG_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
-
 
 def upgrade() -> None:
-    op.create_table(
+    create_keyed_table(
         "users",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("platform", sa.String(32), nullable=False),
-        sa.Column("platform_user_id", sa.String(128), nullable=False),
+        "platform_user_id",
         sa.Column("display_name", sa.String(256), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.PrimaryKeyConstraint("id", name="pk_users"),
-        sa.UniqueConstraint(
-            "platform", "platform_user_id", name="uq_users_platform_platform_user_id"
-        ),
     )
-    op.create_table(
+    create_keyed_table(
         "chats",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("platform", sa.String(32), nullable=False),
-        sa.Column("platform_chat_id", sa.String(128), nullable=False),
+        "platform_chat_id",
         sa.Column("chat_type", sa.String(16), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.PrimaryKeyConstraint("id", name="pk_chats"),
-        sa.UniqueConstraint(
-            "platform", "platform_chat_id", name="uq_chats_platform_platform_chat_id"
-        ),
     )
     op.create_table(
         "turns",

@@ -14,12 +14,13 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from memory.migrations.columns import BIG_ID
+
 revision: str = "0003"
 down_revision: str | Sequence[str] | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-BIG_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 OPEN = sa.text("state IN ('pending', 'answered')")
 
 

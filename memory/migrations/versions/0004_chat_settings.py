@@ -12,6 +12,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from memory.migrations.columns import create_keyed_table
+
 revision: str = "0004"
 down_revision: str | Sequence[str] | None = "0003"
 branch_labels: str | Sequence[str] | None = None
@@ -19,19 +21,15 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    op.create_table(
+    create_keyed_table(
         "chat_settings",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("platform", sa.String(32), nullable=False),
-        sa.Column("chat_id", sa.String(128), nullable=False),
+        "chat_id",
         sa.Column("enabled", sa.Boolean(), nullable=False),
         sa.Column("allowed", sa.Boolean(), nullable=True),
         sa.Column("persona", sa.Text(), nullable=False),
         sa.Column("wake_words", sa.JSON(), nullable=False),
         sa.Column("updated_by", sa.String(200), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-        sa.PrimaryKeyConstraint("id", name="pk_chat_settings"),
-        sa.UniqueConstraint("platform", "chat_id", name="uq_chat_settings_platform_chat_id"),
     )
 
 

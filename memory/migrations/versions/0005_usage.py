@@ -13,12 +13,12 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from memory.migrations.columns import BIG_ID
+
 revision: str = "0005"
 down_revision: str | Sequence[str] | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
-
-BIG_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
 def upgrade() -> None:

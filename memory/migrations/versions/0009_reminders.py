@@ -14,19 +14,19 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from memory.migrations.columns import BIG_ID
+
 revision: str = "0009"
 down_revision: str | Sequence[str] | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
-
-BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
 def upgrade() -> None:
     op.add_column("chat_settings", sa.Column("timezone", sa.String(64), nullable=True))
     op.create_table(
         "reminders",
-        sa.Column("id", BigId, nullable=False),
+        sa.Column("id", BIG_ID, nullable=False),
         sa.Column("kind", sa.String(16), nullable=False),
         sa.Column("platform", sa.String(32), nullable=False),
         sa.Column("chat_id", sa.String(128), nullable=False),
@@ -52,8 +52,8 @@ def upgrade() -> None:
     op.create_index("ix_reminders_chat", "reminders", ["platform", "chat_id", "id"])
     op.create_table(
         "reminder_runs",
-        sa.Column("id", BigId, nullable=False),
-        sa.Column("reminder_id", BigId, nullable=False),
+        sa.Column("id", BIG_ID, nullable=False),
+        sa.Column("reminder_id", BIG_ID, nullable=False),
         sa.Column("due_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("state", sa.String(16), nullable=False),
         sa.Column("skipped", sa.Integer(), nullable=False),
