@@ -40,6 +40,7 @@ from tests.fakes.telegram_server import (
     entity,
     group_chat,
     private_chat,
+    sticker,
     user,
 )
 from tests.rig import settings_for
@@ -519,15 +520,6 @@ async def test_unreadable_dm_is_told_through_the_door_and_groups_and_strangers_a
     """A sticker says nothing the bot can read: an allowed private sender is told so, once,
     through the core's delivery; a group and a sender the access rules refuse hear nothing,
     and nothing of it is stored or sent to the model."""
-    sticker = {
-        "file_id": "s1",
-        "file_unique_id": "us1",
-        "width": 512,
-        "height": 512,
-        "is_animated": False,
-        "is_video": False,
-        "type": "regular",
-    }
     settings = settings_for(
         tmp_path,
         database_url,
@@ -535,9 +527,9 @@ async def test_unreadable_dm_is_told_through_the_door_and_groups_and_strangers_a
         telegram=telegram_section(tg),
         access={"blocked_users": [f"telegram:{BOB['id']}"]},
     )
-    tg.push_message(GROUP, ALICE, None, sticker=sticker)
-    tg.push_message(private_chat(BOB), BOB, None, sticker=sticker)
-    tg.push_message(private_chat(ALICE), ALICE, None, sticker=sticker)
+    tg.push_message(GROUP, ALICE, None, sticker=sticker())
+    tg.push_message(private_chat(BOB), BOB, None, sticker=sticker())
+    tg.push_message(private_chat(ALICE), ALICE, None, sticker=sticker())
     async with daemon(settings):
         (sent,) = await tg.wait_for("sendMessage")
         await asyncio.sleep(0.3)  # room for a wrong second notice to show up

@@ -429,7 +429,8 @@ async def test_with_fallbacks_sends_each_endpoint_its_own_key_only(
             ],
         }
     )
-    provider = with_fallbacks(provider_from_config(cfg), cfg)
+    frozen = 1000.0  # the cool-downs are read at the instant they start, however slow the run
+    provider = with_fallbacks(provider_from_config(cfg), cfg, clock=lambda: frozen)
     primary.fail(500)
     secondary.fail(500)
     try:

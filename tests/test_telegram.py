@@ -23,6 +23,7 @@ from tests.fakes.telegram_server import (
     entity,
     group_chat,
     private_chat,
+    sticker,
     user,
     utf16_len,
 )
@@ -278,17 +279,8 @@ async def test_unreadable_media_is_reported_as_a_fact_and_the_channel_sends_noth
     inbox = Inbox(lambda m: None)
     async with running(tg, inbox):
         # (voice notes and documents are read now: a sticker is what is left unreadable)
-        sticker = {
-            "file_id": "s1",
-            "file_unique_id": "us1",
-            "width": 512,
-            "height": 512,
-            "is_animated": False,
-            "is_video": False,
-            "type": "regular",
-        }
-        tg.push_message(private_chat(ALICE), ALICE, None, sticker=sticker)
-        tg.push_message(GROUP, BOB, None, sticker=sticker)
+        tg.push_message(private_chat(ALICE), ALICE, None, sticker=sticker())
+        tg.push_message(GROUP, BOB, None, sticker=sticker())
         tg.push_message(private_chat(ALICE), ALICE, None)  # nothing at all: not even reported
         tg.push_message(private_chat(ALICE), ALICE, "barrier")
         messages = await inbox.wait(3)

@@ -118,6 +118,19 @@ def group_chat(chat_id: int = -1001234, title: str = "Test group", *, forum: boo
     return chat
 
 
+def sticker() -> dict[str, Any]:
+    """A regular sticker: a message the bot cannot read."""
+    return {
+        "file_id": "s1",
+        "file_unique_id": "us1",
+        "width": 512,
+        "height": 512,
+        "is_animated": False,
+        "is_video": False,
+        "type": "regular",
+    }
+
+
 def entity(kind: str, text: str, part: str, **extra: Any) -> dict[str, Any]:
     """An entity of type `kind` covering the first `part` in `text`, in UTF-16 units."""
     start = text.index(part)
