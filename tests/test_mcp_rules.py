@@ -3,6 +3,7 @@ budget, result bounding. No server needed."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -11,11 +12,12 @@ from types import SimpleNamespace
 import pytest
 
 from bot.config import ConfigError, load_config, mask_secrets
-from core.tools.mcp.config import McpServerConfig
-from core.tools.mcp.offer import build_entries, make_offer
+from core.tools.mcp.config import McpConfig, McpServerConfig
+from core.tools.mcp.offer import build_entries, make_offer, name_clashes
 from core.tools.mcp.permission import Sender, decide
 from core.tools.mcp.render import offered_name, render_result
-from core.tools.mcp.session import ToolInfo
+from core.tools.mcp.session import ServerLink, ToolInfo
+from core.tools.mcp.tools import McpTools
 
 ROOT = Path(__file__).resolve().parent.parent
 MEMBER, ADMIN = Sender("telegram:2", False), Sender("telegram:1", True)
@@ -99,3 +101,29 @@ async def test_a_server_that_cannot_start_is_down_and_calls_say_so(tmp_path: Pat
         await link.call("anything", {})  # one more try, then the failure in words
     await link.close()
     assert link.health()["state"] == "stopped"
+
+
+def test_two_tools_that_would_share_a_name_are_both_withheld_and_the_operator_told_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`get.file` and `get_file` both become `files__get_file`: the model could not say
+    which it meant, so neither is offered."""
+    clash = [
+        ToolInfo("files", "get.file", "d", {}, True),
+        ToolInfo("files", "get_file", "d", {}, True),
+    ]
+    fine = ToolInfo("time", "now", "d", {}, True)
+    config = {name: McpServerConfig(command="x") for name in ("files", "time")}
+    assert [e.name for e in build_entries([*clash, fine], config)] == ["time__now"]
+    assert name_clashes([*clash, fine]) == {"files__get_file": ["files/get.file", "files/get_file"]}
+
+    tools = McpTools(McpConfig(), frozenset())
+    tools.links = {name: ServerLink(name, McpServerConfig(command="x"), 1.0) for name in config}
+    tools.links["files"].tools, tools.links["time"].tools = clash, [fine]
+    for link in tools.links.values():
+        link.state = "ready"
+    with caplog.at_level(logging.WARNING, logger="core.tools.mcp.tools"):
+        for _ in range(3):  # once, not every turn
+            assert [e.name for e in tools.entries()] == ["time__now"]
+    (told,) = [r.getMessage() for r in caplog.records]
+    assert "files__get_file would name both files/get.file and files/get_file" in told

@@ -111,13 +111,22 @@ def make_offer(
 
 
 def build_entries(tools: Sequence[ToolInfo], configs: Mapping[str, McpServerConfig]) -> list[Entry]:
-    """Every tool under its model-facing name; a name two tools would share is dropped."""
-    seen: dict[str, Entry] = {}
-    clashes: set[str] = set()
+    """Every tool under its model-facing name; a name two tools would share is dropped
+    (`name_clashes` says which, for the operator)."""
+    clashes = name_clashes(tools)
+    return [
+        Entry(name, info, configs[info.server])
+        for info in tools
+        if (name := offered_name(info.server, info.name)) not in clashes
+    ]
+
+
+def name_clashes(tools: Sequence[ToolInfo]) -> dict[str, list[str]]:
+    """Model-facing names that two or more tools would share -> those tools
+    (`server/tool`). Neither is offered: the model could not say which it meant."""
+    owners: dict[str, list[str]] = {}
     for info in tools:
-        name = offered_name(info.server, info.name)
-        if name in seen:
-            clashes.add(name)
-            continue
-        seen[name] = Entry(name, info, configs[info.server])
-    return [entry for name, entry in seen.items() if name not in clashes]
+        owners.setdefault(offered_name(info.server, info.name), []).append(
+            f"{info.server}/{info.name}"
+        )
+    return {name: found for name, found in owners.items() if len(found) > 1}

@@ -28,6 +28,7 @@ from core.tools.mcp.offer import (
     Offer,
     build_entries,
     make_offer,
+    name_clashes,
 )
 from core.tools.mcp.permission import Sender
 from core.tools.mcp.render import bound, render_result
@@ -72,6 +73,7 @@ class McpTools:
         }
         self._last_used: dict[str, float] = {}
         self._pending: set[asyncio.Task[None]] = set()
+        self._told_clashes: set[str] = set()  # each clash is logged once, not every turn
 
     async def start(self, wait_s: float | None = None) -> None:
         """Start every server; wait (bounded) for each one's first attempt to finish."""
@@ -103,6 +105,14 @@ class McpTools:
     def entries(self) -> list[Entry]:
         tools = [t for link in self.links.values() if link.state != "stopped" for t in link.tools]
         configs = {name: link.config for name, link in self.links.items()}
+        for name, owners in name_clashes(tools).items():
+            if name not in self._told_clashes:
+                self._told_clashes.add(name)
+                log.warning(
+                    "mcp: %s would name both %s; neither is offered to the model",
+                    name,
+                    " and ".join(owners),
+                )
         return build_entries(tools, configs)
 
     def offer(self, ctx: ToolContext, *, native: bool) -> Offer:
