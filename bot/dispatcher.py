@@ -233,6 +233,8 @@ class Dispatcher:
             return False
         if not any(a.kind == "voice" for a in message.attachments):
             return False
+        if await self._over_quota(message):
+            return False  # past the allowance nobody pays for a transcript to be ignored
         heard = await self._hear(message)
         if not heard:
             return False
@@ -252,14 +254,19 @@ class Dispatcher:
             return ChatSettings(message.platform, message.chat_id)
         return await self._chat_settings.get(message.chat_key)
 
+    async def _over_quota(self, message: InboundMessage) -> bool:
+        """Past a daily allowance (no notice asked for: this decides nothing alone)."""
+        if self._quota is None or self._quota_exempt(message):
+            return False
+        return await self._quota.over(message) is not None
+
+    def _quota_exempt(self, message: InboundMessage) -> bool:
+        return message.platform in UNLIMITED_PLATFORMS or self._commands.is_admin(message)
+
     async def _quota_check(self, message: InboundMessage) -> QuotaDecision:
         """Over a daily allowance the message is not accepted (not stored, no model
         call); the sender gets the notice or, within the hour, silence."""
-        if (
-            self._quota is None
-            or message.platform in UNLIMITED_PLATFORMS
-            or self._commands.is_admin(message)
-        ):
+        if self._quota is None or self._quota_exempt(message):
             return QUOTA_OK
         decision = await self._quota.check(message)
         if not decision.allowed:

@@ -159,6 +159,28 @@ async def test_group_voice_calls_the_bot_only_with_a_wake_word(
     assert len(model.transcriptions) == 2  # the called one was transcribed once (cached)
 
 
+async def test_group_voice_past_the_daily_allowance_is_not_transcribed_for_its_wake_word(
+    tmp_path: Path, database_url: str, model: FakeOpenAI, tg: FakeTelegram
+) -> None:
+    """Hearing a wake word costs a transcription: once Alice has used her allowance, her
+    group voice notes are kept as context without one (and her DM gets the notice)."""
+    called = OGG_VOICE + b"3"
+    model.transcripts = {called: "Bot, is it sunny?"}
+    settings = tg_settings(tmp_path, database_url, model, tg)
+    settings = settings.model_copy(
+        update={"limits": settings.limits.model_copy(update={"user_tokens_per_day": 1})}
+    )
+    async with daemon(settings):
+        tg.push_message(private_chat(ALICE), ALICE, "hello")  # spends her allowance
+        await tg.wait_for("sendMessage", 1)
+        tg.push_message(GROUP, ALICE, None, voice=voice_note(tg, called))
+        tg.push_message(private_chat(ALICE), ALICE, "still there?")
+        (_, notice) = await tg.wait_for("sendMessage", 2)
+    assert "allowance" in notice.params["text"]
+    assert model.transcriptions == [] and len(model.requests) == 1
+    assert all(call.params["chat_id"] != GROUP["id"] for call in tg.calls_of("sendMessage"))
+
+
 async def test_same_voice_note_twice_is_transcribed_once(
     tmp_path: Path, database_url: str, model: FakeOpenAI, tg: FakeTelegram
 ) -> None:

@@ -88,21 +88,27 @@ class QuotaGuard:
         # (sender, chat) -> when its last notice may be repeated; bounded, stalest go first
         self._told_until: LRUCache[tuple[str, ChatKey], datetime] = LRUCache(maxsize=max_keys)
 
-    async def check(self, message: InboundMessage) -> QuotaDecision:
+    async def over(self, message: InboundMessage) -> Scope | None:
+        """Which allowance this message's sender has used up today (None: none). Asks
+        nothing of the notice pacing, so it may be used before anything is decided (a
+        group voice note is not transcribed for its wake word past the allowance)."""
         limits = self.limits
         if not limits.enabled:
-            return ALLOWED
-        now = self._clock().astimezone(UTC)
+            return None
         spent = await self._spend.spent_on(
-            now.date(),
+            self._clock().astimezone(UTC).date(),
             message.platform,
             message.chat_id,
             message.sender_id,
             everyone=limits.global_tokens_per_day > 0,
         )
-        over = _over(limits, spent, group=message.chat_type is ChatType.GROUP)
+        return _over(limits, spent, group=message.chat_type is ChatType.GROUP)
+
+    async def check(self, message: InboundMessage) -> QuotaDecision:
+        over = await self.over(message)
         if over is None:
             return ALLOWED
+        now = self._clock().astimezone(UTC)
         key = (message.sender_key, message.chat_key)
         told_until = self._told_until.get(key)
         if told_until is not None and now < told_until:
