@@ -106,7 +106,7 @@ def _restore(entry: IntakeEntry, item: dict[str, object], routes: ChannelRoutes 
 
 
 async def _gone() -> bytes:
-    raise LookupError("the image could not be fetched again after a restart")
+    raise LookupError("it could not be fetched again after a restart")
 
 
 def _str(value: object) -> str | None:

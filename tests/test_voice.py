@@ -22,6 +22,7 @@ from bot.app import App
 from bot.config import Settings
 from bot.registry import ChannelDeps
 from channels.onebot.channel import OneBotChannel
+from core.accepted import restored_message
 from tests.fakes.files import MP3_VOICE, OGG_VOICE, make_pdf, make_silk
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot, MediaServer
 from tests.fakes.openai_server import FakeOpenAI, content_text
@@ -303,3 +304,45 @@ async def test_qq_file_segment_is_read_through_get_file(
         await link.next_action("send_group_msg")
     last = content_text(model.requests[-1]["messages"][-1]["content"])
     assert "(Document 1: minutes.pdf, 1 page — Minutes of the meeting: budget approved" in last
+
+
+async def test_qq_file_of_an_accepted_message_is_asked_for_again_after_a_restart(
+    tmp_path: Path, database_url: str, model: FakeOpenAI
+) -> None:
+    """Recovery rebuilds an accepted message from its intake row: the QQ file comes back
+    through the account connected now, asked for by the same file id."""
+    pdf = make_pdf(["Minutes: budget approved"])
+    asked: list[str] = []
+
+    def get_file(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params["file_id"])
+        return {"file_name": "minutes.pdf", "base64": base64.b64encode(pdf).decode()}
+
+    impl = FakeOneBot(self_id=QQ_SELF)
+    onebot = {"enabled": True, "host": "127.0.0.1", "port": 0}
+    settings = settings_for(tmp_path, database_url, model, onebot=onebot)
+    file = {"type": "file", "data": {"file": "minutes.pdf", "file_id": "fid-7", "file_size": "9"}}
+    try:
+        async with daemon(settings) as app:
+            (channel,) = app.channels
+            assert isinstance(channel, OneBotChannel) and app.storage is not None
+            first = await impl.connect_reverse(
+                f"ws://127.0.0.1:{channel.listen_port}/onebot/v11/ws"
+            )
+            await first.next_action("get_login_info")
+            impl.responders["get_file"] = get_file
+            await first.send_event(impl.group_message(at_bot(file)))
+            await first.next_action("send_group_msg")
+            await first.close()  # the link the message came on is gone
+            second = await impl.connect_reverse(
+                f"ws://127.0.0.1:{channel.listen_port}/onebot/v11/ws"
+            )
+            await second.next_action("get_login_info")
+            entry = await app.storage.intake.get(1)
+            assert entry is not None
+            (restored,) = restored_message(entry, app.routes).attachments
+            assert (restored.kind, restored.name) == ("document", "minutes.pdf")
+            assert await restored.fetch() == pdf
+    finally:
+        await impl.close()
+    assert asked == ["fid-7", "fid-7"]

@@ -29,7 +29,7 @@ from channels.onebot.transport import ForwardClient, OneBotConnection, ReverseSe
 from core.clock import Clock
 from core.inject import clean_name
 from core.media.fetch import DownloadPolicy, SafeDownloader
-from core.messages import ImageRef, OutboundMessage, Sent
+from core.messages import Attachment, ImageRef, OutboundMessage, Sent
 from core.ordering import TaskTracker
 
 log = logging.getLogger(__name__)
@@ -213,3 +213,7 @@ class OneBotChannel:
     def restore_image(self, locator: str, mime: str | None, name: str) -> ImageRef | None:
         """An image of an accepted message, fetched again from its URL after a restart."""
         return self._inbound.image_ref(locator, name)
+
+    def restore_attachment(self, stub: Attachment) -> Attachment | None:
+        """A file or voice note of an accepted message, asked for again (recovery)."""
+        return self._inbound.restore_attachment(stub)

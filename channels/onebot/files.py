@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from channels.onebot.actions import OneBotError
@@ -23,6 +25,10 @@ from core.media.fetch import DownloadError, DownloadTooLarge, SafeDownloader
 from core.messages import Attachment
 
 log = logging.getLogger(__name__)
+
+# The connection to ask, found when the bytes are wanted: the one that saw the message,
+# or after a restart whichever now serves that account (raises OneBotUnavailable).
+ConnectionFor = Callable[[], OneBotConnection]
 
 FILES_MAX_BYTES = 20 * 1024 * 1024  # documents and voice; the readers apply their own caps
 VOICE_FORMAT = "mp3"  # what get_record is asked to hand back (transcription takes it as is)
@@ -42,17 +48,44 @@ class QQFiles:
         self._timeout_s = max(action_timeout_s, 30.0)
         self._max_bytes = max_bytes
 
-    def attachment(self, conn: OneBotConnection, seg: FileSegment) -> Attachment:
-        async def fetch() -> bytes:
-            return await self._fetch(conn, seg)
+    def attachment(self, connection: ConnectionFor, seg: FileSegment) -> Attachment:
+        """An Attachment that asks `connection()` for its bytes when they are read; its
+        locator keeps what get_record/get_file need, so recovery can ask again."""
 
+        async def fetch() -> bytes:
+            return await self._fetch(connection(), seg)
+
+        locator = {"file": seg.file, "file_id": seg.file_id, "url": seg.url}
         return Attachment(
             kind=seg.kind,
             fetch=fetch,
             name=seg.name,
             size=seg.size,
-            locator=seg.url or None,
+            locator=json.dumps({k: v for k, v in locator.items() if v}, sort_keys=True),
         )
+
+    def restore(self, stub: Attachment, connection: ConnectionFor) -> Attachment | None:
+        """The attachment of an accepted message, rebuilt from its locator after a restart
+        (a bare URL: the locator of earlier versions). None: nothing to ask for."""
+        if not stub.locator:
+            return None
+        if _is_http(stub.locator):
+            seg = FileSegment(stub.kind, file="", url=stub.locator)
+        else:
+            try:
+                found = json.loads(stub.locator)
+            except ValueError:
+                return None
+            if not isinstance(found, dict):
+                return None
+            seg = FileSegment(
+                stub.kind,
+                file=str(found.get("file") or ""),
+                file_id=str(found.get("file_id") or ""),
+                url=str(found.get("url") or ""),
+            )
+        seg = FileSegment(seg.kind, seg.file, stub.name, seg.file_id, seg.url, stub.size)
+        return self.attachment(connection, seg)
 
     async def _fetch(self, conn: OneBotConnection, seg: FileSegment) -> bytes:
         if seg.kind == "voice":

@@ -33,6 +33,7 @@ from channels.onebot.outbound import Authors
 from channels.onebot.transport import OneBotConnection
 from core.media.fetch import DownloadError, SafeDownloader
 from core.messages import (
+    Attachment,
     ImageRef,
     InboundMessage,
     TryLater,
@@ -108,7 +109,7 @@ class Inbound:
                 conn.self_id,
                 self.image_ref,
                 self._max_text_chars,
-                partial(self._files.attachment, conn),
+                partial(self._files.attachment, lambda: conn),
             )
         except InvalidEvent as exc:
             log.warning("onebot%s: message event ignored: %s", conn.label, exc)
@@ -163,6 +164,13 @@ class Inbound:
         if data.get("message") is not None:
             quoted = interpret(normalize_message(data["message"]), conn.self_id).text or None
         return qq_number(found), quoted
+
+    def restore_attachment(self, stub: Attachment) -> Attachment | None:
+        """A file or voice note of an accepted message, asked for again after a restart
+        through the account connected now (with several, the newest connected)."""
+        return self._files.restore(
+            stub, lambda: self._registry.live(self._registry.account_for(""))
+        )
 
     def image_ref(self, url: str, file: str) -> ImageRef:
         """A lazy image: fetched (size- and host-checked) only if the vision model needs it."""
