@@ -49,9 +49,6 @@ class SlidingWindow(Generic[K]):
         self._events[key] = events  # re-inserted: the most recently used is last
         self._forget_idle(now)
 
-    def forget(self, key: K) -> None:
-        self._events.pop(key, None)
-
     def __len__(self) -> int:
         """Keys tracked (bounded by `max_keys`)."""
         return len(self._events)

@@ -92,23 +92,13 @@ class QuotaGuard:
         """Which allowance this message's sender has used up today (None: none). Asks
         nothing of the notice pacing, so it may be used before anything is decided (a
         group voice note is not transcribed for its wake word past the allowance)."""
-        limits = self.limits
-        if not limits.enabled:
-            return None
-        spent = await self._spend.spent_on(
-            self._clock().astimezone(UTC).date(),
-            message.platform,
-            message.chat_id,
-            message.sender_id,
-            everyone=limits.global_tokens_per_day > 0,
-        )
-        return _over(limits, spent, group=message.chat_type is ChatType.GROUP)
+        return await self._over_at(message, self._clock().astimezone(UTC))
 
     async def check(self, message: InboundMessage) -> QuotaDecision:
-        over = await self.over(message)
+        now = self._clock().astimezone(UTC)
+        over = await self._over_at(message, now)
         if over is None:
             return ALLOWED
-        now = self._clock().astimezone(UTC)
         key = (message.sender_key, message.chat_key)
         told_until = self._told_until.get(key)
         if told_until is not None and now < told_until:
@@ -116,6 +106,20 @@ class QuotaGuard:
         # Told again after an hour, or at once on a new day (the old day's pause is over).
         self._told_until[key] = min(now + NOTICE_EVERY, next_reset(now))
         return QuotaDecision(False, over, quota_notice(over, now))
+
+    async def _over_at(self, message: InboundMessage, now: datetime) -> Scope | None:
+        """One clock reading serves the day spent and the notice's pacing."""
+        limits = self.limits
+        if not limits.enabled:
+            return None
+        spent = await self._spend.spent_on(
+            now.date(),
+            message.platform,
+            message.chat_id,
+            message.sender_id,
+            everyone=limits.global_tokens_per_day > 0,
+        )
+        return _over(limits, spent, group=message.chat_type is ChatType.GROUP)
 
 
 def _over(limits: QuotaLimits, spent: DaySpend, *, group: bool) -> Scope | None:
