@@ -21,6 +21,7 @@ from core.triggers import TriggerPolicy, is_command
 from memory.chat_settings import ChatSettings
 from memory.chat_settings_cache import CachedChatSettings
 from memory.store import SqlStorage
+from tests.fakes.manual_clock import ManualTicker
 
 ADMIN = "qq:1"
 
@@ -202,16 +203,8 @@ def test_a_groups_own_wake_words_add_to_the_configured_ones() -> None:
 # -- the cache in front of the store -------------------------------------------------------
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 async def test_cache_sees_another_replicas_change_after_its_ttl(storage: SqlStorage) -> None:
-    clock = Clock()
+    clock = ManualTicker()
     cache = CachedChatSettings(storage.chat_settings, ttl_s=5.0, clock=clock)
     assert (await cache.get(ChatKey("qq", "group:7"))).enabled is True
     # Another replica (its own cache) switches the group off, straight in the database.
@@ -223,7 +216,7 @@ async def test_cache_sees_another_replicas_change_after_its_ttl(storage: SqlStor
 
 
 async def test_cache_writes_through_and_sees_its_own_change_at_once(storage: SqlStorage) -> None:
-    clock = Clock()
+    clock = ManualTicker()
     cache = CachedChatSettings(storage.chat_settings, ttl_s=60.0, clock=clock)
     assert (await cache.get(ChatKey("qq", "group:7"))).persona == ""
     await cache.update(ChatKey("qq", "group:7"), by=ADMIN, persona="Be brief.")

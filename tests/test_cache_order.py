@@ -26,25 +26,16 @@ from core.context.tokens import count_messages, get_counter
 from core.messages import InboundMessage, OutboundMessage
 from memory.store import SqlStorage
 from memory.usage import UsageScope
+from tests.fakes.manual_clock import ManualWallClock
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, echo_last_user
 from tests.rig import Waiting, msg, settings_for, turn_path
 
 START = datetime(2026, 3, 2, 9, 59, 30, tzinfo=UTC)
 
 
-class Clock:
-    """A wall clock the test moves: minutes pass between turns."""
-
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 @asynccontextmanager
 async def daemon(
-    storage: SqlStorage, tmp_path: Path, clock: Clock, **fake: Any
+    storage: SqlStorage, tmp_path: Path, clock: ManualWallClock, **fake: Any
 ) -> AsyncIterator[tuple[FakeOpenAI, Callable[..., Any]]]:
     async with FakeOpenAI(echo_last_user, **fake) as model:
         settings = settings_for(tmp_path, None, model, groups={"wake_words": ["bot"]})
@@ -76,7 +67,7 @@ def assert_prefix_kept(requests: list[RecordedRequest]) -> None:
 async def test_private_chat_minutes_apart_repeats_the_previous_request(
     storage: SqlStorage, tmp_path: Path
 ) -> None:
-    clock = Clock()
+    clock = ManualWallClock(START)
     await storage.add_memory("telegram", "1", "Alice drinks green tea", "telegram:1")
     async with daemon(storage, tmp_path, clock) as (model, dispatch):
         for n in range(5):
@@ -98,7 +89,7 @@ async def test_private_chat_minutes_apart_repeats_the_previous_request(
 async def test_group_with_rotating_senders_shares_the_prefix_and_isolates_memory(
     storage: SqlStorage, tmp_path: Path
 ) -> None:
-    clock = Clock()
+    clock = ManualWallClock(START)
     people = [("1", "Ann", "Ann keeps bees"), ("2", "Bob", "Bob plays tuba"), ("3", "Cai", "")]
     for uid, _name, fact in people:
         if fact:
@@ -127,7 +118,7 @@ async def test_group_with_rotating_senders_shares_the_prefix_and_isolates_memory
 async def test_cached_tokens_reach_the_counters_and_usage(
     storage: SqlStorage, tmp_path: Path
 ) -> None:
-    clock = Clock()
+    clock = ManualWallClock(START)
     async with daemon(storage, tmp_path, clock, cache="openai") as (_model, dispatch):
         await dispatch(msg("first question", mid="1"))
         clock.now += timedelta(minutes=2)
@@ -144,7 +135,7 @@ async def test_cached_tokens_reach_the_counters_and_usage(
 async def test_deepseek_style_cache_hits_are_counted_too(
     storage: SqlStorage, tmp_path: Path
 ) -> None:
-    clock = Clock()
+    clock = ManualWallClock(START)
     async with daemon(storage, tmp_path, clock, cache="deepseek") as (_model, dispatch):
         await dispatch(msg("first question", mid="1"))
         await dispatch(msg("second question", mid="2"))

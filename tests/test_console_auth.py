@@ -25,18 +25,13 @@ from bot.console.auth import (
 )
 from channels.config import HttpConfig
 from channels.http import HttpChannel
+from tests.fakes.manual_clock import ManualWallClock
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
+MORNING = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 
 
 def test_wrong_passwords_from_one_address_block_only_that_address_for_a_while() -> None:
-    clock = Clock()
+    clock = ManualWallClock(MORNING)
     limiter = SignInLimiter(clock)
     for _ in range(FAILURES_PER_ADDRESS - 1):
         limiter.failed("10.0.0.1")
@@ -51,14 +46,14 @@ def test_wrong_passwords_from_one_address_block_only_that_address_for_a_while() 
 
 
 def test_wrong_passwords_from_many_addresses_block_everyone() -> None:
-    limiter = SignInLimiter(Clock())
+    limiter = SignInLimiter(ManualWallClock(MORNING))
     for n in range(FAILURES_TOTAL):
         limiter.failed(f"10.0.{n}.1")  # one guess each: no address is over its own limit
     assert limiter.blocked("192.0.2.7")
 
 
 def test_sessions_expire_close_and_stay_bounded() -> None:
-    clock = Clock()
+    clock = ManualWallClock(MORNING)
     sessions = Sessions(timedelta(hours=12), clock)
     first = sessions.open()
     assert sessions.find(first.token) is first and sessions.find("guess") is None
@@ -77,7 +72,7 @@ def test_password_and_csrf_comparisons() -> None:
     assert password_matches("correct horse", "correct horse")
     assert not password_matches("correct hors", "correct horse")
     assert not password_matches("", "correct horse")
-    session = Sessions(timedelta(hours=1), Clock()).open()
+    session = Sessions(timedelta(hours=1), ManualWallClock(MORNING)).open()
     assert csrf_matches(session, session.csrf)
     assert not csrf_matches(session, "") and not csrf_matches(session, None)
     assert not csrf_matches(session, session.csrf[:-1])

@@ -27,6 +27,7 @@ from core.llm import (
     with_fallbacks,
 )
 from core.messages import ChatType, ImageRef, InboundMessage
+from tests.fakes.manual_clock import ManualTicker
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_stream import StreamShape
 from tests.rig import answer_of, settings_for
@@ -35,19 +36,6 @@ PRIMARY_KEY = "sk-primary-SECRET-1111111111"
 SECONDARY_KEY = "sk-secondary-SECRET-2222222222"
 HELLO = [{"role": "user", "content": "hello there"}]
 COOLDOWN = 60.0
-
-
-class Clock:
-    """Seconds that pass only when the test says so."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @pytest.fixture
@@ -63,8 +51,8 @@ async def secondary() -> AsyncIterator[FakeOpenAI]:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualTicker:
+    return ManualTicker()
 
 
 MakeFallback = Callable[..., FallbackProvider]
@@ -72,7 +60,7 @@ MakeFallback = Callable[..., FallbackProvider]
 
 @pytest.fixture
 async def make(
-    primary: FakeOpenAI, secondary: FakeOpenAI, clock: Clock
+    primary: FakeOpenAI, secondary: FakeOpenAI, clock: ManualTicker
 ) -> AsyncIterator[MakeFallback]:
     made: list[FallbackProvider] = []
 
@@ -133,7 +121,7 @@ async def test_primary_500_secondary_answers_and_says_so(
 
 
 async def test_primary_skipped_during_the_cooldown_and_used_after_it(
-    primary: FakeOpenAI, secondary: FakeOpenAI, make: MakeFallback, clock: Clock
+    primary: FakeOpenAI, secondary: FakeOpenAI, make: MakeFallback, clock: ManualTicker
 ) -> None:
     provider = make()
     primary.fail(503)
@@ -162,7 +150,7 @@ async def test_400_is_not_retried_elsewhere(
 async def test_refused_key_logs_one_loud_line_per_cooldown_and_falls_back(
     primary: FakeOpenAI,
     make: MakeFallback,
-    clock: Clock,
+    clock: ManualTicker,
     caplog: pytest.LogCaptureFixture,
     status: int,
 ) -> None:
@@ -180,7 +168,7 @@ async def test_refused_key_logs_one_loud_line_per_cooldown_and_falls_back(
 
 
 async def test_refused_key_alone_still_warns_once_per_cooldown(
-    primary: FakeOpenAI, make: MakeFallback, clock: Clock, caplog: pytest.LogCaptureFixture
+    primary: FakeOpenAI, make: MakeFallback, clock: ManualTicker, caplog: pytest.LogCaptureFixture
 ) -> None:
     """With no fallback the endpoint is tried every time, but the loud line is not repeated."""
     provider = make(only_primary=True)
@@ -212,7 +200,7 @@ async def test_endpoint_faults_fall_back(
     assert len(primary.requests) == (1 if status == 404 else 2)
 
 
-async def test_refused_connection_falls_back(secondary: FakeOpenAI, clock: Clock) -> None:
+async def test_refused_connection_falls_back(secondary: FakeOpenAI, clock: ManualTicker) -> None:
     dead = OpenAIProvider(f"http://127.0.0.1:{free_port()}/v1", PRIMARY_KEY, "p", max_retries=0)
     alive = OpenAIProvider(secondary.base_url, SECONDARY_KEY, "s", max_retries=0)
     provider = FallbackProvider([dead, alive], cooldown_s=COOLDOWN, clock=clock)
@@ -223,7 +211,7 @@ async def test_refused_connection_falls_back(secondary: FakeOpenAI, clock: Clock
 
 
 async def test_all_cooling_down_tries_the_one_that_recovers_first(
-    primary: FakeOpenAI, secondary: FakeOpenAI, make: MakeFallback, clock: Clock
+    primary: FakeOpenAI, secondary: FakeOpenAI, make: MakeFallback, clock: ManualTicker
 ) -> None:
     provider = make()
     primary.fail(500)
@@ -268,7 +256,7 @@ async def test_stream_falls_back_before_the_first_delta(
 
 
 async def test_stream_failure_after_text_is_raised_not_spliced(
-    primary: FakeOpenAI, secondary: FakeOpenAI, make: MakeFallback, clock: Clock
+    primary: FakeOpenAI, secondary: FakeOpenAI, make: MakeFallback, clock: ManualTicker
 ) -> None:
     provider = make(stream_stall_s=0.2)
     primary.reply("half of it", stream=StreamShape(stall_after=1))
@@ -303,7 +291,7 @@ async def test_stream_skips_a_cooling_endpoint_and_400_is_raised(
 
 
 async def test_health_snapshot(
-    primary: FakeOpenAI, secondary: FakeOpenAI, make: MakeFallback, clock: Clock
+    primary: FakeOpenAI, secondary: FakeOpenAI, make: MakeFallback, clock: ManualTicker
 ) -> None:
     provider = make()
     assert isinstance(provider, LLMProvider)

@@ -19,19 +19,9 @@ from core.reminders.scheduler import Scheduler, SchedulerOptions
 from core.reminders.service import ReminderLimits, Reminders, list_line
 from memory.reminders import Reminder
 from memory.store import SqlStorage
+from tests.fakes.manual_clock import ManualWallClock
 
 START = datetime(2026, 3, 28, 10, 0, tzinfo=UTC)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> None:
-        self.now += timedelta(**delta)
 
 
 class RecordingChannel:
@@ -62,7 +52,9 @@ async def no_task(message: InboundMessage) -> str | None:
     raise AssertionError("no task here")
 
 
-def scheduler(storage: SqlStorage, channel: RecordingChannel, clock: Clock, name: str) -> Scheduler:
+def scheduler(
+    storage: SqlStorage, channel: RecordingChannel, clock: ManualWallClock, name: str
+) -> Scheduler:
     routes = ChannelRoutes()
     routes.add(channel)
     return Scheduler(
@@ -89,7 +81,7 @@ def alice(group: bool = True) -> InboundMessage:
     )
 
 
-def service(storage: SqlStorage, clock: Clock) -> Reminders:
+def service(storage: SqlStorage, clock: ManualWallClock) -> Reminders:
     return Reminders(
         storage.reminders,
         default_zone="Europe/Berlin",
@@ -101,7 +93,7 @@ def service(storage: SqlStorage, clock: Clock) -> Reminders:
 async def test_two_schedulers_at_the_same_moment_send_each_occurrence_once(
     storage: SqlStorage,
 ) -> None:
-    clock, channel = Clock(), RecordingChannel()
+    clock, channel = ManualWallClock(START), RecordingChannel()
     reminders = service(storage, clock)
     await reminders.set_from_text(alice(), "every 5m stretch")
     first, second = scheduler(storage, channel, clock, "a"), scheduler(storage, channel, clock, "b")
@@ -119,7 +111,7 @@ async def test_two_schedulers_at_the_same_moment_send_each_occurrence_once(
 async def test_a_claim_whose_process_died_is_sent_late_once_by_the_next(
     storage: SqlStorage,
 ) -> None:
-    clock, channel = Clock(), RecordingChannel()
+    clock, channel = ManualWallClock(START), RecordingChannel()
     reminders = service(storage, clock)
     done = await reminders.set_from_text(alice(group=False), "in 10m call the bank")
     clock.advance(minutes=10)
@@ -142,7 +134,7 @@ async def test_a_claim_whose_process_died_is_sent_late_once_by_the_next(
 async def test_down_at_the_due_time_late_within_catch_up_else_missed_and_listed(
     storage: SqlStorage,
 ) -> None:
-    clock, channel = Clock(), RecordingChannel()
+    clock, channel = ManualWallClock(START), RecordingChannel()
     reminders = service(storage, clock)
     soon = await reminders.set_from_text(alice(), "in 1m soon")
     later = await reminders.set_from_text(alice(), "in 2h later")
@@ -163,7 +155,7 @@ async def test_down_at_the_due_time_late_within_catch_up_else_missed_and_listed(
 async def test_a_repeat_that_was_down_sends_only_its_latest_occurrence(
     storage: SqlStorage,
 ) -> None:
-    clock, channel = Clock(), RecordingChannel()
+    clock, channel = ManualWallClock(START), RecordingChannel()
     reminders = service(storage, clock)
     done = await reminders.set_from_text(alice(), "every 5m stretch")
     clock.advance(minutes=62)
@@ -182,7 +174,7 @@ async def test_a_repeat_that_was_down_sends_only_its_latest_occurrence(
 
 
 async def test_a_refused_send_stays_claimed_and_is_sent_once_later(storage: SqlStorage) -> None:
-    clock, channel = Clock(), RecordingChannel()
+    clock, channel = ManualWallClock(START), RecordingChannel()
     reminders = service(storage, clock)
     await reminders.set_from_text(alice(group=False), "in 1m tea")
     live = scheduler(storage, channel, clock, "live")
@@ -200,7 +192,7 @@ async def test_a_refused_send_stays_claimed_and_is_sent_once_later(storage: SqlS
 
 
 async def test_a_cancelled_reminder_is_never_sent(storage: SqlStorage) -> None:
-    clock, channel = Clock(), RecordingChannel()
+    clock, channel = ManualWallClock(START), RecordingChannel()
     reminders = service(storage, clock)
     done = await reminders.set_from_text(alice(), "in 1m tea")
     refused = await reminders.cancel(done.reminder.id, by="telegram:1002", admin=False)

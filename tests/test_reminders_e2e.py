@@ -15,7 +15,7 @@ import io
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from bot.registry import ChannelDeps
 from channels.http_push import SIGNATURE_HEADER
 from channels.onebot.channel import OneBotChannel
 from core.messages import ChatType, InboundMessage
+from tests.fakes.manual_clock import ManualWallClock
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot, sent_text
 from tests.fakes.openai_server import FakeOpenAI, last_user_text
 from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, private_chat, user
@@ -46,21 +47,8 @@ QQ_TOKEN = "onebot-test-token"
 START = datetime(2026, 3, 28, 10, 0, tzinfo=UTC)  # Berlin moves to summer time that night
 
 
-class Clock:
-    """The daemon's wall clock: moves only when the test says so."""
-
-    def __init__(self, now: datetime = START) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> None:
-        self.now += timedelta(**delta)
-
-
 @asynccontextmanager
-async def daemon(settings: Settings, clock: Clock) -> AsyncIterator[App]:
+async def daemon(settings: Settings, clock: ManualWallClock) -> AsyncIterator[App]:
     deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")
     async with App(settings, mode="run", deps=deps, seams=Seams(clock=clock)) as app:
         yield app
@@ -106,7 +94,7 @@ def telegram_section(tg: FakeTelegram) -> dict[str, Any]:
 async def test_reminders_fire_in_a_dm_a_group_and_a_topic_without_the_model(
     tmp_path: Path, database_url: str, failing_model: FakeOpenAI, tg: FakeTelegram
 ) -> None:
-    clock = Clock()
+    clock = ManualWallClock(START)
     settings = reminder_settings(
         tmp_path, database_url, failing_model, telegram=telegram_section(tg)
     )
@@ -157,7 +145,7 @@ async def test_reminders_fire_in_a_dm_a_group_and_a_topic_without_the_model(
 async def test_chat_time_zone_limits_and_bad_input_get_one_line(
     tmp_path: Path, database_url: str, failing_model: FakeOpenAI, tg: FakeTelegram
 ) -> None:
-    clock = Clock()
+    clock = ManualWallClock(START)
     settings = reminder_settings(
         tmp_path, database_url, failing_model, telegram=telegram_section(tg)
     )
@@ -186,7 +174,7 @@ async def test_chat_time_zone_limits_and_bad_input_get_one_line(
 async def test_qq_group_reminder_ats_its_owner(
     tmp_path: Path, database_url: str, failing_model: FakeOpenAI
 ) -> None:
-    clock = Clock()
+    clock = ManualWallClock(START)
     impl = FakeOneBot(self_id=QQ_SELF)
     onebot = {"enabled": True, "host": "127.0.0.1", "port": 0, "access_token": QQ_TOKEN}
     settings = reminder_settings(tmp_path, database_url, failing_model, onebot=onebot)
@@ -223,7 +211,7 @@ def task_model(body: dict[str, Any]) -> str:
 async def test_a_scheduled_task_is_answered_and_its_failure_reported(
     tmp_path: Path, database_url: str, tg: FakeTelegram, caplog: pytest.LogCaptureFixture
 ) -> None:
-    clock = Clock()
+    clock = ManualWallClock(START)
     async with FakeOpenAI(reply=task_model) as model:
         settings = reminder_settings(tmp_path, database_url, model, telegram=telegram_section(tg))
         async with daemon(settings, clock):
@@ -258,7 +246,7 @@ def tool_model(body: dict[str, Any]) -> str:
 async def test_asking_in_plain_words_sets_the_reminder_through_the_tool(
     tmp_path: Path, database_url: str, tg: FakeTelegram
 ) -> None:
-    clock = Clock()
+    clock = ManualWallClock(START)
     async with FakeOpenAI(reply=tool_model) as model:
         settings = reminder_settings(tmp_path, database_url, model, telegram=telegram_section(tg))
         async with daemon(settings, clock) as app:
@@ -288,7 +276,7 @@ async def test_http_chats_get_reminders_only_through_a_signed_push(
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     push_url = f"http://127.0.0.1:{runner.addresses[0][1]}/push"
-    clock = Clock()
+    clock = ManualWallClock(START)
     token = "http-token-1"
     try:
         for url in (None, push_url):
@@ -331,7 +319,7 @@ async def test_http_chats_get_reminders_only_through_a_signed_push(
 async def test_a_group_switched_off_gets_no_reminder_and_a_blocked_owner_none_either(
     tmp_path: Path, database_url: str, failing_model: FakeOpenAI, tg: FakeTelegram
 ) -> None:
-    clock = Clock()
+    clock = ManualWallClock(START)
     settings = reminder_settings(
         tmp_path, database_url, failing_model, telegram=telegram_section(tg)
     )

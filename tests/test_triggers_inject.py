@@ -12,6 +12,7 @@ from core.inject import MAX_NAME_CHARS, clean_name, defuse_text, inject
 from core.messages import ChatType, InboundMessage
 from core.ratelimit import RateLimiter
 from core.triggers import TriggerPolicy, is_command
+from tests.fakes.manual_clock import ManualTicker
 
 
 def msg(text: str, chat_type: ChatType = ChatType.GROUP, **kw: object) -> InboundMessage:
@@ -75,14 +76,6 @@ def test_huge_text_is_cut_with_a_note() -> None:
     assert len(out) < 16_100 and out.endswith("(message cut: too long)")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 # -- names ---------------------------------------------------------------------------
 
 
@@ -132,7 +125,7 @@ def test_clean_name_is_always_safe(raw: str) -> None:
 
 
 def test_rate_limit_notifies_once_per_window_then_recovers() -> None:
-    clock = Clock()
+    clock = ManualTicker()
     limiter = RateLimiter(2, window_s=60, clock=clock)
     assert limiter.check("u").allowed and limiter.check("u").allowed
     refused = limiter.check("u")
@@ -152,7 +145,7 @@ def test_rate_limit_zero_disables_and_memory_is_bounded() -> None:
     unlimited = RateLimiter(0)
     assert not unlimited.enabled
     assert all(unlimited.check("u").allowed for _ in range(1000))
-    clock = Clock()
+    clock = ManualTicker()
     limiter = RateLimiter(1, window_s=60, clock=clock, max_keys=10)
     for n in range(100):
         limiter.check(n)

@@ -25,19 +25,12 @@ from core.usage.meter import ModelCall, UsageRecorder, UsageSubject, call_cost
 from core.usage.quota import QuotaGuard, QuotaLimits, next_reset, quota_notice
 from memory.store import SqlStorage
 from memory.usage import UsageDelta, UsageScope, UsageTotals
+from tests.fakes.manual_clock import ManualWallClock
 from tests.fakes.openai_server import FakeOpenAI
 from tests.test_cli_e2e import run_cli
 
 NOON = datetime(2026, 3, 14, 12, 0, tzinfo=UTC)
 TODAY = NOON.date()
-
-
-class WallClock:
-    def __init__(self, now: datetime = NOON) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def message(sender: str = "1", chat: str = "1", *, group: bool = False) -> InboundMessage:
@@ -57,7 +50,7 @@ async def spend(
 
 async def test_each_limit_names_whose_allowance_is_used_up(storage: SqlStorage) -> None:
     limits = QuotaLimits(user_tokens_per_day=100, group_tokens_per_day=300)
-    guard = QuotaGuard(limits, storage.usage, clock=WallClock())
+    guard = QuotaGuard(limits, storage.usage, clock=ManualWallClock(NOON))
     await spend(storage, 99, sender="ann", chat="g")
     assert (await guard.check(message("ann", "g", group=True))).allowed
     await spend(storage, 1, sender="ann", chat="ann")  # her private chat counts too
@@ -66,7 +59,9 @@ async def test_each_limit_names_whose_allowance_is_used_up(storage: SqlStorage) 
     await spend(storage, 201, sender="bob", chat="g")  # the group: 99 + 201
     assert (await guard.check(message("cat", "g", group=True))).over == "group"
     assert (await guard.check(message("cat", "cat"))).allowed  # the group limit is the group's
-    everyone = QuotaGuard(QuotaLimits(global_tokens_per_day=400), storage.usage, clock=WallClock())
+    everyone = QuotaGuard(
+        QuotaLimits(global_tokens_per_day=400), storage.usage, clock=ManualWallClock(NOON)
+    )
     assert (await everyone.check(message("dan", "dan"))).allowed
     await spend(storage, 100, sender="eve", chat="eve")
     refused = await everyone.check(message("dan", "dan"))
@@ -78,7 +73,7 @@ async def test_each_limit_names_whose_allowance_is_used_up(storage: SqlStorage) 
 
 
 async def test_one_notice_per_hour_per_chat_and_again_on_a_new_day(storage: SqlStorage) -> None:
-    clock = WallClock(NOON.replace(hour=23, minute=10))
+    clock = ManualWallClock(NOON.replace(hour=23, minute=10))
     guard = QuotaGuard(QuotaLimits(user_tokens_per_day=10), storage.usage, clock=clock)
     await spend(storage, 10)
     await spend(storage, 10, day=TODAY + timedelta(days=1))  # the next day is used up too
@@ -124,7 +119,7 @@ def test_without_api_usage_the_request_and_answer_are_counted_by_us() -> None:
 async def test_a_refused_write_is_logged_and_never_raised(
     storage: SqlStorage, caplog: pytest.LogCaptureFixture
 ) -> None:
-    meter = UsageRecorder(storage.usage, get_counter("o200k_base"), clock=WallClock())
+    meter = UsageRecorder(storage.usage, get_counter("o200k_base"), clock=ManualWallClock(NOON))
     who = UsageSubject("telegram", "1", "x" * 200)  # longer than an id may be
     result = ChatResult("hi", "m", "stop", 3, 1)
     await meter.record(who, [ModelCall(result, [])], "reply")
@@ -148,7 +143,7 @@ async def test_usage_shows_the_allowance_and_flags_our_own_counts(storage: SqlSt
         storage.usage,
         admins=frozenset(),
         limits=QuotaLimits(user_tokens_per_day=100),
-        clock=WallClock(),
+        clock=ManualWallClock(NOON),
     )
     reply = await command(message(), [])
     ours = "(1 counted by me: the endpoint did not say)"
@@ -253,7 +248,7 @@ async def test_a_streamed_turn_counts_each_round_from_the_streams_usage(
     """A previewed turn streams every call; the stream's usage chunk is what is counted,
     or our own count when the server sends none."""
     counter = get_counter("o200k_base")
-    meter = UsageRecorder(storage.usage, counter, clock=WallClock())
+    meter = UsageRecorder(storage.usage, counter, clock=ManualWallClock(NOON))
     shown: list[str] = []
 
     async def preview(text: str) -> None:

@@ -12,7 +12,7 @@ import io
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from core.context.tokens import count_messages, get_counter
 from core.messages import ChatType, InboundMessage
 from memory.store import SqlStorage
 from memory.usage import UsageScope, UsageTotals
+from tests.fakes.manual_clock import ManualWallClock
 from tests.fakes.onebot_impl import FakeOneBot
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, private_chat, user
@@ -41,19 +42,6 @@ START = datetime(2026, 3, 14, 21, 30, tzinfo=UTC)
 TODAY = START.date()
 QQ_SELF = 10001
 QQ_TOKEN = "onebot-test-token"
-
-
-class WallClock:
-    """UTC time that moves only when the test says so."""
-
-    def __init__(self, now: datetime = START) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> None:
-        self.now += timedelta(**delta)
 
 
 class LogWaiter(logging.Handler):
@@ -95,8 +83,8 @@ async def quota_log() -> AsyncIterator[LogWaiter]:
 
 
 @pytest.fixture
-def clock() -> WallClock:
-    return WallClock()
+def clock() -> ManualWallClock:
+    return ManualWallClock(START)
 
 
 @pytest.fixture
@@ -106,7 +94,7 @@ async def chat() -> AsyncIterator[FakeOpenAI]:
 
 
 @asynccontextmanager
-async def daemon(settings: Settings, clock: WallClock) -> AsyncIterator[App]:
+async def daemon(settings: Settings, clock: ManualWallClock) -> AsyncIterator[App]:
     deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")
     async with App(settings, mode="run", deps=deps, seams=Seams(clock=clock)) as app:
         yield app
@@ -141,7 +129,7 @@ async def test_a_tool_round_is_two_reply_calls_and_usage_shows_their_sum(
     storage: SqlStorage,
     chat: FakeOpenAI,
     tg: FakeTelegram,
-    clock: WallClock,
+    clock: ManualWallClock,
 ) -> None:
     chat.reply("Sure! [Remember: likes green tea]", usage=(120, 7))
     chat.reply("I'll keep that in mind.", usage=(150, 9))
@@ -172,7 +160,7 @@ async def test_a_tool_round_is_two_reply_calls_and_usage_shows_their_sum(
 
 
 async def test_a_server_without_usage_is_counted_by_us_and_flagged(
-    tmp_path: Path, database_url: str, storage: SqlStorage, clock: WallClock
+    tmp_path: Path, database_url: str, storage: SqlStorage, clock: ManualWallClock
 ) -> None:
     async with FakeOpenAI(reply="plain answer", model="quiet-model", send_usage=False) as quiet:
         settings = settings_for(tmp_path, database_url, quiet)
@@ -195,7 +183,7 @@ async def test_a_server_without_usage_is_counted_by_us_and_flagged(
 
 
 async def test_calls_of_a_turn_that_then_failed_still_count(
-    tmp_path: Path, database_url: str, storage: SqlStorage, chat: FakeOpenAI, clock: WallClock
+    tmp_path: Path, database_url: str, storage: SqlStorage, chat: FakeOpenAI, clock: ManualWallClock
 ) -> None:
     chat.reply("[Remember: likes tea]", usage=(60, 5))
     chat.fail(500)
@@ -215,7 +203,7 @@ async def test_an_image_description_counts_as_vision_for_the_sender(
     storage: SqlStorage,
     chat: FakeOpenAI,
     tg: FakeTelegram,
-    clock: WallClock,
+    clock: ManualWallClock,
 ) -> None:
     chat.reply("a bicycle, nice", usage=(200, 5))
     async with FakeOpenAI(reply="a red bicycle", model="vision-model") as vision:
@@ -235,7 +223,7 @@ async def test_an_image_description_counts_as_vision_for_the_sender(
 
 
 async def test_compaction_counts_for_the_sender_whose_turn_made_it_due(
-    tmp_path: Path, database_url: str, storage: SqlStorage, chat: FakeOpenAI, clock: WallClock
+    tmp_path: Path, database_url: str, storage: SqlStorage, chat: FakeOpenAI, clock: ManualWallClock
 ) -> None:
     filler = " ".join(f"word{i}" for i in range(80))
     settings = settings_for(
@@ -278,7 +266,7 @@ async def test_usage_group_and_top_are_for_admins_only(
     database_url: str,
     chat: FakeOpenAI,
     tg: FakeTelegram,
-    clock: WallClock,
+    clock: ManualWallClock,
 ) -> None:
     chat.reply("one", usage=(100, 10))
     chat.reply("two", usage=(50, 5))
@@ -323,7 +311,7 @@ async def test_user_quota_one_notice_an_hour_admins_exempt_and_a_new_day_resets(
     storage: SqlStorage,
     chat: FakeOpenAI,
     tg: FakeTelegram,
-    clock: WallClock,
+    clock: ManualWallClock,
     quota_log: LogWaiter,
 ) -> None:
     chat.set_default("plain answer")
@@ -366,7 +354,7 @@ async def test_qq_group_quota_stops_the_group_not_its_members_private_chats(
     database_url: str,
     storage: SqlStorage,
     chat: FakeOpenAI,
-    clock: WallClock,
+    clock: ManualWallClock,
     quota_log: LogWaiter,
 ) -> None:
     chat.set_default("plain answer")

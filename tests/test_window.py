@@ -5,18 +5,11 @@ from __future__ import annotations
 import pytest
 
 from core.window import SlidingWindow
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.fakes.manual_clock import ManualTicker
 
 
 def test_counts_only_events_inside_the_window() -> None:
-    clock = Clock()
+    clock = ManualTicker()
     window: SlidingWindow[str] = SlidingWindow(60, clock=clock)
     window.add("a")
     clock.now += 30
@@ -28,7 +21,7 @@ def test_counts_only_events_inside_the_window() -> None:
 
 
 def test_wait_is_until_the_event_that_frees_room_leaves() -> None:
-    clock = Clock()
+    clock = ManualTicker()
     window: SlidingWindow[int] = SlidingWindow(60, clock=clock)
     for _ in range(3):
         window.add(7)
@@ -42,7 +35,7 @@ def test_wait_is_until_the_event_that_frees_room_leaves() -> None:
 
 
 def test_keys_are_bounded_and_idle_ones_forgotten() -> None:
-    clock = Clock()
+    clock = ManualTicker()
     window: SlidingWindow[int] = SlidingWindow(60, clock=clock, max_keys=5)
     for key in range(50):
         window.add(key)

@@ -1,9 +1,13 @@
-"""A clock for code that paces itself (a Clock with monotonic() and sleep()): time moves
-only when the test says so, so pacing is tested exactly and nothing really sleeps."""
+"""The tests' clocks: time moves only when the test says so, so nothing really sleeps.
+
+ManualClock for code that paces itself (a Clock with monotonic() and sleep());
+ManualTicker for code that only reads elapsed seconds (a Ticker); ManualWallClock for
+code that reads the UTC wall clock (usage days, quotas, reminders, sessions)."""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timedelta
 
 
 class ManualClock:
@@ -57,3 +61,29 @@ class ManualClock:
         for until, waiter in list(self._sleepers):
             if until <= self.now and not waiter.done():
                 waiter.set_result(None)
+
+
+class ManualTicker:
+    """Monotonic seconds (core.clock.Ticker) that move only when the test says so."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class ManualWallClock:
+    """Aware UTC time (core.clock.WallClock) that moves only when the test says so."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
