@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,12 +14,11 @@ from sqlalchemy import insert
 
 from bot.app import App
 from bot.config import Settings
-from bot.registry import ChannelDeps
 from channels.http import HttpChannel
 from memory.models import UsageRow
 from memory.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI
-from tests.rig import settings_for
+from tests.rig import daemon, settings_for
 
 PASSWORD = "correct horse battery"
 HOSTILE = '<script>alert(1)</script>"onerror=alert(2) <img src=x onerror=alert(3)>'
@@ -48,8 +46,7 @@ class Running:
 
 @asynccontextmanager
 async def running(settings: Settings) -> AsyncIterator[Running]:
-    deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")
-    async with App(settings, mode="run", deps=deps) as app:
+    async with daemon(settings) as app:
         http = next(c for c in app.channels if isinstance(c, HttpChannel))
         yield Running(app, f"http://127.0.0.1:{http.port}")
 

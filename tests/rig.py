@@ -9,6 +9,7 @@ what a test must own (its storage, an image reader) through `bot.app.Seams`.
 
 from __future__ import annotations
 
+import io
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -20,6 +21,7 @@ from bot.app import App, Seams, TurnPath
 from bot.commands import Commands
 from bot.config import Settings
 from bot.dispatcher import Dispatcher
+from bot.registry import ChannelDeps
 from core.messages import ChatType, DeliveryError, InboundMessage, OutboundMessage, Reply, Sent
 from core.processor import ImageReader, MessageProcessor
 from core.tools.search import SearchBackend
@@ -64,6 +66,14 @@ def settings_for(
     for name, values in sections.items():
         data[name] = {**data.get(name, {}), **values}
     return Settings.model_validate(data)
+
+
+@asynccontextmanager
+async def daemon(settings: Settings, seams: Seams | None = None) -> AsyncIterator[App]:
+    """`chatterd run` as the CLI composes it, minus the console (stdin is not a tty)."""
+    deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")
+    async with App(settings, mode="run", deps=deps, seams=seams) as app:
+        yield app
 
 
 @asynccontextmanager

@@ -17,7 +17,6 @@ import logging
 import struct
 import zlib
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,6 @@ import aiohttp
 import pytest
 
 from bot.app import App
-from bot.config import Settings
 from bot.dispatcher import UNREADABLE_NOTICE
 from bot.registry import ChannelDeps
 from channels.http import HttpChannel
@@ -43,7 +41,7 @@ from tests.fakes.telegram_server import (
     sticker,
     user,
 )
-from tests.rig import settings_for
+from tests.rig import daemon, settings_for
 
 BOT = "chatterd_test_bot"
 ALICE = user(1001, "Alice", "Liddell", username="alice")
@@ -94,14 +92,6 @@ def chat_model(body: dict[str, Any]) -> str:
     if "I like green tea" in last:
         return f"Sure! [Remember: {FACT}]"
     return "echo: " + last.splitlines()[0]
-
-
-@asynccontextmanager
-async def daemon(settings: Settings) -> AsyncIterator[App]:
-    """`chatterd run` as the CLI composes it, minus the console (stdin is not a tty)."""
-    deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")
-    async with App(settings, mode="run", deps=deps) as app:
-        yield app
 
 
 def telegram_section(tg: FakeTelegram) -> dict[str, Any]:

@@ -342,15 +342,11 @@ def _console(run: Running) -> Console:
 async def test_with_the_http_server_off_the_console_is_off_and_the_log_says_why(
     tmp_path: Path, database_url: str, model: FakeOpenAI, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import io
-
-    from bot.app import App
-    from bot.registry import ChannelDeps
+    from tests.rig import daemon
 
     caplog.set_level(logging.INFO, logger="bot.app")
     settings = console_settings(tmp_path, database_url, model, http={"enabled": False})
-    deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")
-    async with App(settings, mode="run", deps=deps) as app:
+    async with daemon(settings) as app:
         assert app.console is None and app.channels == []
     assert any(
         "web console is off: it is served by the HTTP server; set [http] enabled = true"

@@ -7,22 +7,17 @@ model was asked, what the Bot API was asked (getFile) and what was stored.
 
 from __future__ import annotations
 
-import io
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bot.app import App
-from bot.config import Settings
-from bot.registry import ChannelDeps
 from core.media.documents import BadDocument, extract_document
 from tests.fakes.files import make_docx, make_pdf, make_zip_bomb_docx
 from tests.fakes.openai_server import FakeOpenAI, content_text
 from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, private_chat, user
-from tests.rig import settings_for
+from tests.rig import daemon, settings_for
 
 BOT = "chatterd_test_bot"
 ALICE = user(1001, "Alice")
@@ -83,13 +78,6 @@ def test_text_json_and_char_limit() -> None:
 
 
 # -- end to end through Telegram ------------------------------------------------------
-
-
-@asynccontextmanager
-async def daemon(settings: Settings) -> AsyncIterator[App]:
-    deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")
-    async with App(settings, mode="run", deps=deps) as app:
-        yield app
 
 
 @pytest.fixture

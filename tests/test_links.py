@@ -26,7 +26,7 @@ from memory.store import SqlStorage
 from tests.fakes.dns import MapResolver
 from tests.fakes.openai_server import FakeOpenAI, last_user_text
 from tests.fakes.page_server import ARTICLE_SENTENCE, SECRET, PageServer
-from tests.rig import msg, settings_for, turn_path
+from tests.rig import daemon, msg, settings_for, turn_path
 
 NEWS = "news.example"
 
@@ -265,10 +265,7 @@ async def test_shared_material_stays_within_the_window(
 async def test_telegram_group_mention_with_a_link_end_to_end(
     tmp_path: Path, database_url: str, pages: PageServer
 ) -> None:
-    import io
 
-    from bot.app import App
-    from bot.registry import ChannelDeps
     from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, user
 
     bot, alice, group = "chatterd_test_bot", user(1001, "Alice"), group_chat(-100900, "News")
@@ -278,9 +275,8 @@ async def test_telegram_group_mention_with_a_link_end_to_end(
         settings = settings_for(
             tmp_path, database_url, model, telegram=telegram, links={"allow_hosts": [NEWS]}
         )
-        deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")
         seams = Seams(links_resolver=resolver())
-        async with App(settings, mode="run", deps=deps, seams=seams):
+        async with daemon(settings, seams):
             chatter = f"http://{NEWS}:{pages.port}/notes.txt just people chatting"
             tg.push_message(group, alice, chatter)  # not addressed: never fetched
             text = f"@{bot} what does this say? {url}"

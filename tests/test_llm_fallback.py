@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import socket
@@ -13,9 +12,7 @@ from typing import Any
 
 import pytest
 
-from bot.app import App
 from bot.config import ConfigError, LlmConfig, load_config, mask_secrets
-from bot.registry import ChannelDeps
 from core.llm import (
     FallbackProvider,
     LLMError,
@@ -30,7 +27,7 @@ from core.messages import ChatType, ImageRef, InboundMessage
 from tests.fakes.manual_clock import ManualTicker
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_stream import StreamShape
-from tests.rig import answer_of, settings_for
+from tests.rig import answer_of, daemon, settings_for
 
 PRIMARY_KEY = "sk-primary-SECRET-1111111111"
 SECONDARY_KEY = "sk-secondary-SECRET-2222222222"
@@ -450,8 +447,7 @@ async def test_the_daemon_answers_through_the_fallback_and_reports_health(
         },
     )
     primary.fail(500)
-    deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")
-    async with App(settings, mode="run", deps=deps) as app:
+    async with daemon(settings) as app:
         assert app.processor is not None
         reply = await answer_of(
             app, InboundMessage("console", "c1", ChatType.PRIVATE, "u1", "Alice", "hi")
@@ -492,8 +488,7 @@ async def test_the_daemon_describes_images_through_the_vision_fallback(
     )
     primary.fail(503)
     secondary.reply("a red bicycle")  # the description, then the chat model's answer
-    deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")
-    async with App(settings, mode="run", deps=deps) as app:
+    async with daemon(settings) as app:
         assert app.processor is not None
         image = ImageRef(fetch, "image/png")
         await answer_of(

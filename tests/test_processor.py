@@ -8,7 +8,6 @@ loop; only the model is a fake server. No sleeps: pause()/resume() and request e
 from __future__ import annotations
 
 import asyncio
-import io
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -17,15 +16,13 @@ from typing import Any
 
 import pytest
 
-from bot.app import App
-from bot.registry import ChannelDeps
 from core.media.vision import ImageNotes
 from core.messages import ImageRef, InboundMessage, OutboundMessage, Reply, Sent, TryLater
 from core.processor import APOLOGY, ShuttingDown
 from core.tools.search import SearchResult
 from memory.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI
-from tests.rig import Rig, Waiting, build_rig, msg, settings_for
+from tests.rig import Rig, Waiting, build_rig, daemon, msg, settings_for
 
 
 def system_prompt(request: Any) -> str:
@@ -317,8 +314,7 @@ async def test_configured_message_suffix_reaches_the_stored_turn_and_the_model(
     suffix = "(You can look things up with [Search: words].)"
     async with FakeOpenAI(reply="ok") as fake:
         settings = settings_for(tmp_path, database_url, fake, context={"message_suffix": suffix})
-        deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")
-        async with App(settings, mode="run", deps=deps) as app:
+        async with daemon(settings) as app:
             assert app.processor is not None
             waiting = Waiting()
             app.routes.add(waiting)

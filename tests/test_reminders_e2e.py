@@ -11,10 +11,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import io
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,9 +21,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from bot.app import App, Seams
+from bot.app import Seams
 from bot.config import Settings
-from bot.registry import ChannelDeps
 from channels.http_push import SIGNATURE_HEADER
 from channels.onebot.channel import OneBotChannel
 from core.messages import ChatType, InboundMessage
@@ -33,7 +30,7 @@ from tests.fakes.manual_clock import ManualWallClock
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot, sent_text
 from tests.fakes.openai_server import FakeOpenAI, last_user_text
 from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, private_chat, user
-from tests.rig import settings_for
+from tests.rig import daemon, settings_for
 
 BOT = "chatterd_test_bot"
 ADMIN = user(1000, "Ada")
@@ -45,13 +42,6 @@ TOPIC = 7
 QQ_SELF = 10001
 QQ_TOKEN = "onebot-test-token"
 START = datetime(2026, 3, 28, 10, 0, tzinfo=UTC)  # Berlin moves to summer time that night
-
-
-@asynccontextmanager
-async def daemon(settings: Settings, clock: ManualWallClock) -> AsyncIterator[App]:
-    deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")
-    async with App(settings, mode="run", deps=deps, seams=Seams(clock=clock)) as app:
-        yield app
 
 
 def reminder_settings(
@@ -98,7 +88,7 @@ async def test_reminders_fire_in_a_dm_a_group_and_a_topic_without_the_model(
     settings = reminder_settings(
         tmp_path, database_url, failing_model, telegram=telegram_section(tg)
     )
-    async with daemon(settings, clock):
+    async with daemon(settings, Seams(clock=clock)):
         dm = await say(tg, private_chat(ALICE), ALICE, "/remind in 10m call the bank")
         assert dm == "⏰ #1 set for 11:10 (Europe/Berlin, UTC+01:00): call the bank"
         in_group = tg.push_message(
@@ -150,7 +140,7 @@ async def test_chat_time_zone_limits_and_bad_input_get_one_line(
         tmp_path, database_url, failing_model, telegram=telegram_section(tg)
     )
     settings.reminders.max_per_user = 1  # type: ignore[misc]
-    async with daemon(settings, clock) as app:
+    async with daemon(settings, Seams(clock=clock)) as app:
         assert "Only admins" in await say(tg, GROUP, BOB, "/bot timezone Asia/Shanghai")
         done = await say(tg, GROUP, ADMIN, "/bot timezone Asia/Shanghai")
         assert done.startswith("Done: reminders here use Asia/Shanghai")
@@ -179,7 +169,7 @@ async def test_qq_group_reminder_ats_its_owner(
     onebot = {"enabled": True, "host": "127.0.0.1", "port": 0, "access_token": QQ_TOKEN}
     settings = reminder_settings(tmp_path, database_url, failing_model, onebot=onebot)
     try:
-        async with daemon(settings, clock) as app:
+        async with daemon(settings, Seams(clock=clock)) as app:
             (channel,) = app.channels
             assert isinstance(channel, OneBotChannel)
             link: FakeLink = await impl.connect_reverse(
@@ -214,7 +204,7 @@ async def test_a_scheduled_task_is_answered_and_its_failure_reported(
     clock = ManualWallClock(START)
     async with FakeOpenAI(reply=task_model) as model:
         settings = reminder_settings(tmp_path, database_url, model, telegram=telegram_section(tg))
-        async with daemon(settings, clock):
+        async with daemon(settings, Seams(clock=clock)):
             refused = await say(tg, GROUP, BOB, "/schedule in 1h summarise the news")
             assert refused == "Only admins can schedule tasks; /remind sets a reminder."
             ok = await say(tg, GROUP, ADMIN, "/schedule every 1h summarise the news")
@@ -249,7 +239,7 @@ async def test_asking_in_plain_words_sets_the_reminder_through_the_tool(
     clock = ManualWallClock(START)
     async with FakeOpenAI(reply=tool_model) as model:
         settings = reminder_settings(tmp_path, database_url, model, telegram=telegram_section(tg))
-        async with daemon(settings, clock) as app:
+        async with daemon(settings, Seams(clock=clock)) as app:
             tg.push_message(private_chat(ALICE), ALICE, "remind me tomorrow at 9 to call the bank")
             (answer,) = await tg.wait_for("sendMessage", 1)
             assert app.storage is not None
@@ -282,7 +272,7 @@ async def test_http_chats_get_reminders_only_through_a_signed_push(
         for url in (None, push_url):
             http = {"enabled": True, "port": 0, "token": token, "push_url": url}
             settings = reminder_settings(tmp_path, database_url, failing_model, http=http)
-            async with daemon(settings, clock) as app:
+            async with daemon(settings, Seams(clock=clock)) as app:
                 (channel,) = app.channels
                 body = {
                     "user_id": "u1",
@@ -323,7 +313,7 @@ async def test_a_group_switched_off_gets_no_reminder_and_a_blocked_owner_none_ei
     settings = reminder_settings(
         tmp_path, database_url, failing_model, telegram=telegram_section(tg)
     )
-    async with daemon(settings, clock) as app:
+    async with daemon(settings, Seams(clock=clock)) as app:
         await say(tg, GROUP, ALICE, "/remind in 10m water the plants")
         await say(tg, private_chat(BOB), BOB, "/remind in 10m pay rent")
         assert (await say(tg, GROUP, ADMIN, "/bot off")).startswith("I'm off in this group")
@@ -348,7 +338,7 @@ async def test_a_group_switched_off_gets_no_reminder_and_a_blocked_owner_none_ei
         telegram=telegram_section(tg),
         access={"blocked_users": [f"telegram:{BOB['id']}"]},
     )
-    async with daemon(settings, clock) as app:
+    async with daemon(settings, Seams(clock=clock)) as app:
         assert app.storage is not None and app.reminders is not None
         bob = InboundMessage(
             platform="telegram",

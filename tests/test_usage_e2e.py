@@ -8,19 +8,15 @@ clock is injected, so a day boundary and "an hour later" are crossed without sle
 from __future__ import annotations
 
 import asyncio
-import io
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bot.app import App, Seams
-from bot.config import Settings
-from bot.registry import ChannelDeps
+from bot.app import Seams
 from channels.onebot.channel import OneBotChannel
 from core.context.tokens import count_messages, get_counter
 from core.messages import ChatType, InboundMessage
@@ -30,7 +26,7 @@ from tests.fakes.manual_clock import ManualWallClock
 from tests.fakes.onebot_impl import FakeOneBot
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, private_chat, user
-from tests.rig import answer_of, settings_for
+from tests.rig import answer_of, daemon, settings_for
 from tests.test_channel_e2e import PNG, telegram_section
 
 BOT = "chatterd_test_bot"
@@ -93,13 +89,6 @@ async def chat() -> AsyncIterator[FakeOpenAI]:
         yield fake
 
 
-@asynccontextmanager
-async def daemon(settings: Settings, clock: ManualWallClock) -> AsyncIterator[App]:
-    deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")
-    async with App(settings, mode="run", deps=deps, seams=Seams(clock=clock)) as app:
-        yield app
-
-
 def command(text: str) -> list[dict[str, Any]]:
     return [entity("bot_command", text, text.split()[0])]
 
@@ -135,7 +124,7 @@ async def test_a_tool_round_is_two_reply_calls_and_usage_shows_their_sum(
     chat.reply("I'll keep that in mind.", usage=(150, 9))
     chat.reply("Tea it is.", usage=(40, 4))
     settings = settings_for(tmp_path, database_url, chat, telegram=telegram_section(tg))
-    async with daemon(settings, clock):
+    async with daemon(settings, Seams(clock=clock)):
         assert await say(tg, private_chat(ALICE), ALICE, "I like green tea") == (
             "I'll keep that in mind."
         )
@@ -164,7 +153,7 @@ async def test_a_server_without_usage_is_counted_by_us_and_flagged(
 ) -> None:
     async with FakeOpenAI(reply="plain answer", model="quiet-model", send_usage=False) as quiet:
         settings = settings_for(tmp_path, database_url, quiet)
-        async with daemon(settings, clock) as app:
+        async with daemon(settings, Seams(clock=clock)) as app:
             assert app.processor is not None
             reply = await answer_of(
                 app, InboundMessage("http", "u1", ChatType.PRIVATE, "u1", "Ann", "hello")
@@ -188,7 +177,7 @@ async def test_calls_of_a_turn_that_then_failed_still_count(
     chat.reply("[Remember: likes tea]", usage=(60, 5))
     chat.fail(500)
     settings = settings_for(tmp_path, database_url, chat)
-    async with daemon(settings, clock) as app:
+    async with daemon(settings, Seams(clock=clock)) as app:
         assert app.processor is not None
         reply = await answer_of(
             app, InboundMessage("http", "u1", ChatType.PRIVATE, "u1", "Ann", "I like tea")
@@ -209,7 +198,7 @@ async def test_an_image_description_counts_as_vision_for_the_sender(
     async with FakeOpenAI(reply="a red bicycle", model="vision-model") as vision:
         vision.reply("a red bicycle", usage=(900, 6))
         settings = settings_for(tmp_path, database_url, chat, vision, telegram=telegram_section(tg))
-        async with daemon(settings, clock):
+        async with daemon(settings, Seams(clock=clock)):
             photo = tg.add_photo(PNG)
             before = len(tg.calls_of("sendMessage"))
             tg.push_message(private_chat(ALICE), ALICE, None, caption="what?", photo=photo)
@@ -234,7 +223,7 @@ async def test_compaction_counts_for_the_sender_whose_turn_made_it_due(
         context={"compaction_min_turns": 2},
     )
     summaries: list[int] = []
-    async with daemon(settings, clock) as app:
+    async with daemon(settings, Seams(clock=clock)) as app:
         assert app.processor is not None
         for n in range(30):
             sender = "bob" if n % 2 else "ann"
@@ -272,7 +261,7 @@ async def test_usage_group_and_top_are_for_admins_only(
     chat.reply("two", usage=(50, 5))
     ops = {"admins": [f"telegram:{OPS['id']}"]}
     settings = settings_for(tmp_path, database_url, chat, telegram=telegram_section(tg), bot=ops)
-    async with daemon(settings, clock):
+    async with daemon(settings, Seams(clock=clock)):
         assert await say(tg, GROUP, ALICE, "hello") == "one"
         assert await say(tg, private_chat(BOB), BOB, "hi") == "two"
         refusal = "Only admins can see a group's or everyone's usage; /usage shows yours."
@@ -325,7 +314,7 @@ async def test_user_quota_one_notice_an_hour_admins_exempt_and_a_new_day_resets(
         limits={"user_tokens_per_day": 100},
     )
     alice = private_chat(ALICE)
-    async with daemon(settings, clock):
+    async with daemon(settings, Seams(clock=clock)):
         assert await say(tg, alice, ALICE, "hello") == "first answer"
         assert await say(tg, alice, ALICE, "again") == (
             "You have used your daily token allowance; it resets at 00:00 UTC (in 2 h 30 min)."
@@ -371,7 +360,7 @@ async def test_qq_group_quota_stops_the_group_not_its_members_private_chats(
         return impl.group_message(body, user_id=user_id, group_id=30003, nickname=str(user_id))
 
     try:
-        async with daemon(settings, clock) as app:
+        async with daemon(settings, Seams(clock=clock)) as app:
             (channel,) = app.channels
             assert isinstance(channel, OneBotChannel)
             link = await impl.connect_reverse(

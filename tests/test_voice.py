@@ -9,7 +9,6 @@ OneBot got back, and the usage counted for transcription and speech.
 from __future__ import annotations
 
 import base64
-import io
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -20,27 +19,19 @@ import pytest
 
 from bot.app import App
 from bot.config import Settings
-from bot.registry import ChannelDeps
 from channels.onebot.channel import OneBotChannel
 from core.accepted import restored_message
 from tests.fakes.files import MP3_VOICE, OGG_VOICE, make_pdf, make_silk
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot, MediaServer
 from tests.fakes.openai_server import FakeOpenAI, content_text
 from tests.fakes.telegram_server import FakeTelegram, group_chat, private_chat, user
-from tests.rig import settings_for
+from tests.rig import daemon, settings_for
 
 BOT = "chatterd_test_bot"
 ALICE = user(1001, "Alice")
 GROUP = group_chat(-100800, "Voice club")
 REPLY = "It is sunny today."
 QQ_SELF = 10001
-
-
-@asynccontextmanager
-async def daemon(settings: Settings) -> AsyncIterator[App]:
-    deps = ChannelDeps(settings, dict, io.StringIO(), io.StringIO(), "tester")
-    async with App(settings, mode="run", deps=deps) as app:
-        yield app
 
 
 @pytest.fixture
