@@ -30,11 +30,9 @@ import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
-from io import BytesIO
 from pathlib import Path
 from typing import Any
 
@@ -134,19 +132,11 @@ def replace_id(message: Any, mid: str, chat: str) -> Any:
     return replace(message, message_id=mid, chat_id=chat)
 
 
-def before_tree(rev: str, into: Path) -> None:
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", rev],
-        check=True,
-        capture_output=True,
-    ).stdout
-    with tarfile.open(fileobj=BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data")
-
-
 def measure_before(rev: str) -> dict[str, Any]:
+    from bench.turn_pair import checkout  # this tree's bench (sys.path has ROOT by now)
+
     with tempfile.TemporaryDirectory() as tmp:
-        before_tree(rev, Path(tmp))
+        checkout(rev, Path(tmp))
         env = {**os.environ, "PYTHONPATH": tmp}
         out = subprocess.run(
             [sys.executable, __file__, "--measure"],
