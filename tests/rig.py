@@ -208,6 +208,7 @@ async def build_rig(
 def msg(
     text: str,
     *,
+    platform: str = "telegram",
     chat: str = "1",
     sender: str = "1",
     name: str = "Alice",
@@ -217,7 +218,7 @@ def msg(
 ) -> InboundMessage:
     """A Telegram message from Alice in a private chat, unless told otherwise."""
     return InboundMessage(
-        platform="telegram",
+        platform=platform,
         chat_id=chat,
         chat_type=ChatType.GROUP if group else ChatType.PRIVATE,
         sender_id=sender,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.messages import ChatType, InboundMessage
 from tests.console_support import ESCAPED, HOSTILE, client, console_settings, running, sign_in
 from tests.fakes.openai_server import FakeOpenAI
+from tests.rig import msg
 
 
 async def test_reminders_are_listed_per_chat_and_cancelled_from_the_console(
@@ -18,14 +18,8 @@ async def test_reminders_are_listed_per_chat_and_cancelled_from_the_console(
             reminders = daemon.app.reminders
             assert reminders is not None
             for chat, text in (("group:30003", HOSTILE), ("private:20002", "tea")):
-                message = InboundMessage(
-                    platform="qq",
-                    chat_id=chat,
-                    chat_type=ChatType.GROUP if chat.startswith("group") else ChatType.PRIVATE,
-                    sender_id="20002",
-                    sender_name="Alice",
-                    text="",
-                )
+                group = chat.startswith("group")
+                message = msg("", platform="qq", chat=chat, sender="20002", group=group)
                 await reminders.set_from_text(message, f"in 2h {text}")
             token = await sign_in(session, daemon.base)
             async with session.get(f"{daemon.base}/console/reminders") as page:

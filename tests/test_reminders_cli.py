@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.messages import ChatType, InboundMessage
 from core.reminders.service import Reminders
 from memory.store import open_storage
 from tests.fakes.openai_server import FakeOpenAI
+from tests.rig import msg
 from tests.test_cli_e2e import env_for, run_cli
 
 
@@ -18,14 +18,8 @@ async def test_list_and_cancel_from_the_command_line(tmp_path: Path) -> None:
         try:
             reminders = Reminders(store.reminders, default_zone="Asia/Shanghai")
             for chat, text in (("group:30003", "stand up"), ("private:20002", "tea")):
-                message = InboundMessage(
-                    platform="qq",
-                    chat_id=chat,
-                    chat_type=ChatType.GROUP if chat.startswith("group") else ChatType.PRIVATE,
-                    sender_id="20002",
-                    sender_name="Alice",
-                    text="",
-                )
+                group = chat.startswith("group")
+                message = msg("", platform="qq", chat=chat, sender="20002", group=group)
                 await reminders.set_from_text(message, f"every day 09:00 {text}")
         finally:
             await store.close()
