@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from channels.download import (
+from core.media.fetch import (
     DownloadError,
     DownloadPolicy,
     DownloadRefused,

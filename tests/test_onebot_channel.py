@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import pytest
 
 from channels.config import OnebotConfig
-from channels.download import DownloadError, DownloadRefused
 from channels.onebot.channel import OneBotChannel, OneBotTimings
 from channels.onebot.outbound import DM_REFUSED
+from core.media.fetch import DownloadError, DownloadRefused
 from core.messages import ChatType, Reply
 from tests.fakes.door import start_answering
 from tests.fakes.manual_clock import ManualClock

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from channels.config import TelegramConfig
-from channels.download import DownloadTooLarge
 from channels.telegram.app import TelegramTimings
 from channels.telegram.channel import TelegramChannel
+from core.media.fetch import DownloadTooLarge
 from core.messages import ChatType, InboundMessage, OutboundMessage, Reply
 from core.triggers import TriggerPolicy
 from tests.fakes.door import start_answering
