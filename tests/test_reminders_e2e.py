@@ -88,7 +88,7 @@ async def test_reminders_fire_in_a_dm_a_group_and_a_topic_without_the_model(
     settings = reminder_settings(
         tmp_path, database_url, failing_model, telegram=telegram_section(tg)
     )
-    async with daemon(settings, Seams(clock=clock)):
+    async with daemon(settings, Seams(clock=clock)) as app:
         dm = await say(tg, private_chat(ALICE), ALICE, "/remind in 10m call the bank")
         assert dm == "⏰ #1 set for 11:10 (Europe/Berlin, UTC+01:00): call the bank"
         in_group = tg.push_message(
@@ -115,7 +115,9 @@ async def test_reminders_fire_in_a_dm_a_group_and_a_topic_without_the_model(
         before = len(tg.sent)
         clock.advance(minutes=10)
         fired = await tg.wait_for("sendMessage", before + 3)
-        await asyncio.sleep(0.3)  # a few more scheduler passes: nothing may come twice
+        assert app.scheduler is not None
+        for _ in range(3):  # more passes at the same instant: nothing may come twice
+            await app.scheduler.tick()
         assert len(tg.sent) == before + 3
 
     by_chat = {call.params["chat_id"]: call.params for call in fired[before:]}
