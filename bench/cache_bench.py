@@ -77,7 +77,7 @@ def shares(requests: list[list[dict[str, Any]]]) -> tuple[list[float], list[floa
 
 async def measure() -> dict[str, Any]:
     """Both scenarios with whatever `bot`, `core` and `tests` are first on the path."""
-    from bot.app import Seams
+    from bot.wiring.app import Seams
     from memory.store import open_storage
     from tests.fakes.openai_server import FakeOpenAI, echo_last_user
     from tests.rig import msg, settings_for, turn_path

@@ -223,7 +223,7 @@ def report(
         "",
         f"**Data** (seed {seed}): {counted:,} chats on SQLite (WAL), each with a user, "
         f"{TURNS_PER_CHAT} turns ({counted * TURNS_PER_CHAT:,} in all) and one usage row; "
-        "last activity spread over 30 days; 1% of titles contain \"Tea club\". "
+        'last activity spread over 30 days; 1% of titles contain "Tea club". '
         f"Pages of {PAGE}; medians of {runs} reads (the references: fewer, they are slow). "
         f"The query plan of a keyset page: `{steps}`.",
         "",
@@ -251,7 +251,7 @@ def report(
         f"| page {deep:,} chats deep, keyset | {t['deep']:.2f} | "
         f"{t['offset'] / t['deep']:.1f}x faster than *offset* |",
         f"| reference *offset*: the same page with OFFSET {deep:,} | {t['offset']:.2f} | 1x |",
-        f"| search \"tea club\" (matches 1%), first page | {t['search_common']:.2f} | "
+        f'| search "tea club" (matches 1%), first page | {t["search_common"]:.2f} | '
         f"{t['search_common'] / t['first']:.1f}x the first page |",
         f"| search with no match (reads every title and id once) | {t['search_none']:.2f} | "
         f"{t['search_none'] / t['first']:.1f}x the first page |",

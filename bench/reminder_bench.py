@@ -20,9 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.results import cpu_model, load_average, write_section  # noqa: E402
-from core.delivery import ChannelRoutes, Outbox  # noqa: E402
 from core.messages import OutboundMessage, Sent  # noqa: E402
 from core.reminders.scheduler import Scheduler  # noqa: E402
+from core.turn.delivery import ChannelRoutes, Outbox  # noqa: E402
 from memory.reminders import Reminder, ReminderDraft  # noqa: E402
 from memory.store import open_storage  # noqa: E402
 

@@ -1,6 +1,6 @@
 """How soon a streamed answer shows, and what it costs in Bot API calls.
 
-The whole daemon (bot.app.App with the real Telegram channel) runs in this process
+The whole daemon (bot.wiring.app.App with the real Telegram channel) runs in this process
 against the fake Bot API and a fake model that streams a fixed answer at a fixed rate.
 For each kind of chat (a DM: drafts; a group: one message edited in place) it measures
 
@@ -33,9 +33,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.results import cpu_model, load_average, write_section  # noqa: E402
-from bot.app import App  # noqa: E402
 from bot.config import Settings  # noqa: E402
-from bot.registry import ChannelDeps  # noqa: E402
+from bot.wiring.app import App  # noqa: E402
+from bot.wiring.registry import ChannelDeps  # noqa: E402
 from channels.formatting.telegram import render_telegram  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
 from tests.fakes.openai_stream import StreamShape  # noqa: E402
@@ -54,7 +54,8 @@ PIECE_DELAY_S = 0.05  # 240 characters a second, a fast hosted model
 ANSWER = (
     "Green tea comes from the leaves of *Camellia sinensis*. "
     + "It is steamed or pan-fired soon after picking, so the leaves do not oxidise, "
-    "which keeps the colour green and the taste fresh. " * 4
+    "which keeps the colour green and the taste fresh. "
+    * 4
     + "Brew it at about 80 °C for two minutes."
 )
 FINAL_TEXT = render_telegram(ANSWER).text
@@ -168,7 +169,7 @@ def report(streamed: dict[str, list[Run]], plain: dict[str, list[Run]], rounds: 
         f"(the default). Medians of {rounds} answers per row, seconds after the model request: "
         f"the model finishes its first sentence at {FIRST_SENTENCE_S:.2f} s and its last "
         f"piece at {LAST_PIECE_S:.2f} s. *First text*: the first text the chat shows; "
-        "*final*: the final formatted message. Reference: `streaming = \"off\"` (the "
+        '*final*: the final formatted message. Reference: `streaming = "off"` (the '
         "model answers whole after the same time), same process.\n",
         "| chat | streaming | first text (s) | ratio | final (s) | drafts | sends | edits |",
         "|---|---|---:|---:|---:|---:|---:|---:|",

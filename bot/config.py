@@ -30,7 +30,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from bot.media_config import DocumentsConfig, LinksConfig, VoiceConfig
+from bot.wiring.media_config import DocumentsConfig, LinksConfig, VoiceConfig
 from channels.config import HttpConfig, OnebotConfig, Section, TelegramConfig
 from core.tools.mcp.config import McpConfig
 

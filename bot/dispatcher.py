@@ -3,14 +3,14 @@
 Channels only report facts (private or group, mentions_bot, reply_to_bot, the text);
 here, once, before anything reaches the processor: is it a command, is the bot serving
 this chat and sender (`[access]` and the chat's `/bot` settings, bot/access.py; if not,
-nothing is answered or stored), does it trigger the bot (core/triggers.py, with the
+nothing is answered or stored), does it trigger the bot (core/turn/triggers.py, with the
 group's own wake words), and is its sender over the per-user rate limit
-(`[bot] rate_limit_per_min`, core/ratelimit.py) or, for a message for the model, over a
+(`[bot] rate_limit_per_min`, core/turn/ratelimit.py) or, for a message for the model, over a
 daily token quota (`[limits]`, core/usage/quota.py). Untriggered group messages are kept as
 context and never count against either.
 
 Nothing goes back up to the channel: every answer (the model's reply, a command's
-answer, a notice, an apology) leaves through the one door out, core/delivery.py.
+answer, a notice, an apology) leaves through the one door out, core/turn/delivery.py.
 Commands keep returning their `Reply`; `_answer` is the one place it becomes an
 outbound message.
 """
@@ -23,14 +23,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from bot.access import AccessRules
-from bot.commands import Commands
+from bot.commands.table import Commands
 from bot.config import Settings
-from core.accepted import notice_for
-from core.delivery import Outbox
 from core.messages import ChatType, InboundMessage, Reply, TryLater
-from core.processor import GENERIC_APOLOGY, MessageProcessor, Overloaded, ShuttingDown
-from core.ratelimit import RATE_NOTICE, RateDecision, RateLimiter
-from core.triggers import TriggerPolicy, is_command
+from core.turn.accepted import notice_for
+from core.turn.delivery import Outbox
+from core.turn.processor import GENERIC_APOLOGY, MessageProcessor, Overloaded, ShuttingDown
+from core.turn.ratelimit import RATE_NOTICE, RateDecision, RateLimiter
+from core.turn.triggers import TriggerPolicy, is_command
 from core.usage.quota import ALLOWED as QUOTA_OK
 from core.usage.quota import QuotaDecision, QuotaGuard
 from memory.chat_settings import ChatSettings

@@ -1,6 +1,6 @@
-"""The one error the daemon stops on at startup, shared by `bot.app` and the command line.
+"""The one error the daemon stops on at startup, shared by `bot.wiring.app` and the command line.
 
-It lives apart from `bot.app` so that `bot.cli` can catch it without importing the whole
+It lives apart from `bot.wiring.app` so that `bot.cli.main` can catch it without importing the whole
 application (channels, model client) for commands such as `config check`. Every start-up
 failure becomes one: exit status 2 and one line saying what to fix (a traceback only
 with `--log-level debug`), the same convention as a bad config value.
@@ -13,7 +13,7 @@ class StartupError(Exception):
     """Stops the daemon with exit status 2 and this one line (config, missing model...)."""
 
 
-# A channel's config section, by the channel's name (bot/registry.py).
+# A channel's config section, by the channel's name (bot/wiring/registry.py).
 _SECTIONS = {"qq": "onebot"}
 
 

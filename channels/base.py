@@ -14,7 +14,7 @@ ChannelState = Literal["running", "reconnecting", "stopped"]
 # The one callback a channel needs: hand every message in (the daemon decides commands,
 # triggers and the per-user rate limit; a channel only reports facts such as mentions_bot
 # and reply_to_bot). Nothing comes back: every answer reaches the chat through the
-# channel's send() (core/delivery.py). It may raise core.messages.TryLater: the message
+# channel's send() (core/turn/delivery.py). It may raise core.messages.TryLater: the message
 # is kept and answered after a restart (HTTP says 503; the others stay silent).
 MessageHandler = Callable[[InboundMessage], Awaitable[None]]
 

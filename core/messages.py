@@ -99,7 +99,7 @@ class Person:
 @dataclass(frozen=True)
 class OutboundMessage:
     """Anything the bot sends (a reply, a command's answer, a notice, an apology, a
-    reminder), handed to core/delivery.py, which sends it through the chat's channel."""
+    reminder), handed to core/turn/delivery.py, which sends it through the chat's channel."""
 
     platform: str
     chat_id: str
@@ -107,7 +107,7 @@ class OutboundMessage:
     reply_to_message_id: str | None = None
     thread_id: str | None = None
     # A channel's record of messages already showing this reply (a stream that died):
-    # complete those instead of sending a second copy. See core/streaming.py.
+    # complete those instead of sending a second copy. See core/turn/streaming.py.
     resume: dict[str, Any] | None = None
     # Address this person in a group (a Telegram mention, a QQ at): a proactive message
     # such as a reminder, sent when nobody in the chat asked for it at that moment.

@@ -12,8 +12,8 @@ from typing import Any
 import aiohttp
 from sqlalchemy import insert
 
-from bot.app import App
 from bot.config import Settings
+from bot.wiring.app import App
 from channels.http import HttpChannel
 from memory.models import UsageRow
 from memory.store import SqlStorage

@@ -1,10 +1,10 @@
 """The daemon's own wiring on the fakes: settings for loopback servers, and a built turn path.
 
 Why here: tests that drive the processor, the dispatcher or the commands directly used
-to copy bot/app.py's wiring (store, counter, context builder, tool loop, processor,
+to copy bot/wiring/app.py's wiring (store, counter, context builder, tool loop, processor,
 dispatcher), and a copy can drift from what the daemon runs. They now build the parts
 with `App.build()` from a `Settings`, exactly as `chatterd run` does, and put in only
-what a test must own (its storage, an image reader) through `bot.app.Seams`.
+what a test must own (its storage, an image reader) through `bot.wiring.app.Seams`.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bot.app import App, Seams, TurnPath
-from bot.commands import Commands
+from bot.commands.table import Commands
 from bot.config import Settings
 from bot.dispatcher import Dispatcher
-from bot.registry import ChannelDeps
+from bot.wiring.app import App, Seams, TurnPath
+from bot.wiring.registry import ChannelDeps
 from core.messages import ChatType, DeliveryError, InboundMessage, OutboundMessage, Reply, Sent
-from core.processor import ImageReader, MessageProcessor
 from core.tools.search import SearchBackend
+from core.turn.processor import ImageReader, MessageProcessor
 from memory.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI, echo_last_user
 

@@ -12,12 +12,12 @@ from typing import Any, cast
 import pytest
 
 from bot.access import AccessRules
-from bot.commands import Commands
+from bot.commands.table import Commands
 from bot.config import ConfigError, load_config
 from bot.dispatcher import Dispatcher
 from core.messages import ChatKey, ChatType, InboundMessage
-from core.processor import MessageProcessor
-from core.triggers import TriggerPolicy, is_command
+from core.turn.processor import MessageProcessor
+from core.turn.triggers import TriggerPolicy, is_command
 from memory.chat_settings import ChatSettings
 from memory.chat_settings_cache import CachedChatSettings
 from memory.store import SqlStorage

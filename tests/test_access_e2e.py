@@ -1,6 +1,6 @@
 """Operator controls through the real daemon: `[access]`, `/bot ...` and per-chat settings.
 
-Each test starts bot.app.App from a Settings over the test database (SQLite, or
+Each test starts bot.wiring.app.App from a Settings over the test database (SQLite, or
 PostgreSQL with CHATTERD_TEST_DATABASE_URL) with the fake model and the fake Telegram /
 OneBot servers or the HTTP API. A "restart" is a second App over the same database.
 What is asserted is what crossed the wire and what was stored. An ignored message has

@@ -1,4 +1,4 @@
-"""`/bot ...` through bot.commands.Commands over real storage: every subcommand's answer
+"""`/bot ...` through bot.commands.table.Commands over real storage: every subcommand's answer
 and what it stored. The daemon-level behaviour (silence, restarts, prompts) is in
 tests/test_access_e2e.py."""
 
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from bot.access import AccessRules
-from bot.bot_command import BotCommand
-from bot.commands import Commands
+from bot.commands.admin import BotCommand
+from bot.commands.table import Commands
 from core.messages import ChatType, InboundMessage
 from memory.chat_settings import PERSONA_MAX_CHARS, WAKE_WORDS_MAX
 from memory.chat_settings_cache import CachedChatSettings

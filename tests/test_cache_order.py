@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from bot.app import Seams
+from bot.wiring.app import Seams
 from core.context.builder import ContextBuilder
 from core.context.parts import memory_component, session_component
 from core.context.tokens import count_messages, get_counter

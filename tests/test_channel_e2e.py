@@ -1,4 +1,4 @@
-"""The real daemon (bot.app.App) with real channels, end to end against the fake servers.
+"""The real daemon (bot.wiring.app.App) with real channels, end to end against the fake servers.
 
 Each test starts the whole composition from a `Settings`: storage on the test database
 (SQLite, or PostgreSQL when CHATTERD_TEST_DATABASE_URL is set), the chat model and the
@@ -23,12 +23,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.app import App
 from bot.dispatcher import UNREADABLE_NOTICE
-from bot.registry import ChannelDeps
+from bot.wiring.app import App
+from bot.wiring.registry import ChannelDeps
 from channels.http import HttpChannel
 from channels.onebot.channel import OneBotChannel
-from core.ratelimit import RATE_NOTICE
+from core.turn.ratelimit import RATE_NOTICE
 from memory.store import SqlStorage
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot, MediaServer
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, content_text, last_user_text

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
-from bot.commands import Commands
+from bot.cli.main import main
+from bot.commands.table import Commands
 from memory.service import MemoryService
 from memory.store import open_storage
 from tests.fakes.openai_server import FakeOpenAI, echo_last_user

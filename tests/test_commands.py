@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.commands import Commands, parse_command
+from bot.commands.table import Commands, parse_command
 from core.messages import Reply
 from core.tools.memory import remember_tool
 from core.tools.registry import ToolContext

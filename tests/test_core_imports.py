@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_importing_the_turn_path_loads_no_sqlalchemy() -> None:
     probe = (
-        "import sys, core.processor, core.usage.quota, core.usage.meter, core.delivery\n"
+        "import sys, core.turn.processor, core.usage.quota, core.usage.meter, core.turn.delivery\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'sqlalchemy')\n"
         "print(loaded[:3])\n"
         "sys.exit(1 if loaded else 0)\n"

@@ -30,9 +30,9 @@ from pathlib import Path
 import pytest
 
 from bot.access import AccessRules
-from bot.bot_command import BotCommand
-from bot.cli import build_parser
-from bot.commands import Commands
+from bot.cli.main import build_parser
+from bot.commands.admin import BotCommand
+from bot.commands.table import Commands
 from core.messages import ChatType, InboundMessage
 from memory.chat_settings_cache import CachedChatSettings
 from memory.store import SqlStorage

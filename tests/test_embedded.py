@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.embedded import (
+from bot.wiring.embedded import (
     EmbeddedModel,
     EmbeddedModelFailed,
     EmbeddedModelUnavailable,
@@ -94,7 +94,7 @@ def test_without_the_extra_entering_fails_clearly() -> None:
 
 
 async def test_starts_answers_and_stops(gguf: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="bot.embedded")
+    caplog.set_level(logging.INFO, logger="bot.wiring.embedded")
     model = EmbeddedModel(gguf, server_module=STAND_IN, extra_args=["--reply", "hi from child"])
     async with model as base_url:
         assert base_url == model.base_url and base_url.startswith("http://127.0.0.1:")
@@ -153,7 +153,7 @@ async def test_child_ignoring_sigterm_is_killed(
 
 
 async def test_unexpected_exit_is_logged(gguf: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="bot.embedded")
+    caplog.set_level(logging.WARNING, logger="bot.wiring.embedded")
     model = EmbeddedModel(gguf, server_module=STAND_IN)
     async with model:
         assert model.pid is not None
@@ -168,7 +168,7 @@ def test_child_dies_with_a_killed_parent(gguf: Path, tmp_path: Path) -> None:
     script = (
         "import asyncio, os, sys\n"
         "from pathlib import Path\n"
-        "from bot.embedded import EmbeddedModel\n"
+        "from bot.wiring.embedded import EmbeddedModel\n"
         "async def main():\n"
         f"    m = EmbeddedModel(Path({str(gguf)!r}), server_module={STAND_IN!r})\n"
         "    await m.start()\n"

@@ -63,7 +63,7 @@ def test_default_counter_is_exact_and_loads_one_encoding_only() -> None:
 def test_unused_parts_stay_out_of_the_daemon() -> None:
     out = run(
         "import sys\n"
-        "import bot.app, bot.cli\n"
+        "import bot.wiring.app, bot.cli.main\n"
         "print(*(m in sys.modules for m in ('telegram', 'jinja2', 'bot.console.web', 'alembic')))\n"
         "from bot.console import Console\n"
         "print('bot.console.web' in sys.modules, Console.__name__)\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import Seams
+from bot.wiring.app import Seams
 from core.media.fetch import (
     DownloadPolicy,
     DownloadRefused,

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from bot.app import App, Seams
-from bot.tools_command import ToolsCommand
+from bot.commands.tools import ToolsCommand
+from bot.wiring.app import App, Seams
 from core.context.report import format_report
 from memory.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI, content_text
@@ -208,7 +208,7 @@ async def test_tools_command_member_and_admin(
     storage: SqlStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with mcp_rig(storage, tmp_path, monkeypatch) as rig:
-        command = ToolsCommand(rig.app.mcp)  # what /tools runs (bot/commands.py)
+        command = ToolsCommand(rig.app.mcp)  # what /tools runs (bot/commands/table.py)
         member = (await command(msg("/tools", sender=MEMBER, group=True), [])).text
         assert "test__lookup" in member and "write_note" not in member
         admin = (await command(msg("/tools", sender="1000", group=True), [])).text

@@ -83,7 +83,7 @@ def test_config_masks_secrets_and_names_bad_keys(tmp_path) -> None:  # type: ign
 def test_the_sdk_is_not_imported_without_servers() -> None:
     """The idle daemon's memory: the wiring imports no part of the MCP SDK by itself."""
     code = (
-        "import sys, bot.cli, bot.app, bot.config, core.processor\n"
+        "import sys, bot.cli.main, bot.wiring.app, bot.config, core.turn.processor\n"
         "loaded = [m for m in sys.modules if m == 'mcp' or m.startswith('mcp.')]\n"
         "assert not loaded, loaded\n"
     )

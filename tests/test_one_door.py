@@ -1,6 +1,6 @@
-"""One door out: every message the daemon sends leaves through core/delivery.py.
+"""One door out: every message the daemon sends leaves through core/turn/delivery.py.
 
-Through the real daemon (bot.app.App) on the fakes: a command's answer goes out by the
+Through the real daemon (bot.wiring.app.App) on the fakes: a command's answer goes out by the
 same channel code as a model reply (so a Bot API hiccup is retried, not lost or doubled),
 a message nobody asked for reaches a Telegram chat, and an HTTP chat, which can only be
 answered while its request waits, refuses one with a clear error.
@@ -16,10 +16,10 @@ import pytest
 
 from channels.config import HttpConfig
 from channels.http import HttpChannel
-from core.accepted import notice_for
-from core.delivery import ChannelRoutes, Outbox
 from core.messages import DeliveryError, InboundMessage, OutboundMessage
 from core.storage import Intake
+from core.turn.accepted import notice_for
+from core.turn.delivery import ChannelRoutes, Outbox
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram, private_chat
 from tests.rig import settings_for

@@ -1,4 +1,4 @@
-"""The daemon's main path, built by bot/app.py itself (tests/rig.py), against FakeOpenAI.
+"""The daemon's main path, built by bot/wiring/app.py itself (tests/rig.py), against FakeOpenAI.
 
 Real storage (SQLite, or PostgreSQL with CHATTERD_TEST_DATABASE_URL), the real
 OpenAIProvider over HTTP, the real ContextBuilder over a tmp workspace and the real tool
@@ -18,8 +18,8 @@ import pytest
 
 from core.media.vision import ImageNotes
 from core.messages import ImageRef, InboundMessage, OutboundMessage, Reply, Sent, TryLater
-from core.processor import APOLOGY, ShuttingDown
 from core.tools.search import SearchResult
+from core.turn.processor import APOLOGY, ShuttingDown
 from memory.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI
 from tests.rig import Rig, Waiting, build_rig, daemon, msg, settings_for
@@ -150,7 +150,7 @@ async def test_model_failure_after_retries_apologises_and_writes_nothing_half(
         assert rig.fake.total_requests == requests  # the SDK retried before giving up
         warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
         assert len(warnings) == 1, [r.getMessage() for r in warnings]
-        assert warnings[0].name == "core.processor"
+        assert warnings[0].name == "core.turn.processor"
         assert kind in warnings[0].getMessage() and "telegram:1" in warnings[0].getMessage()
         assert "sk-test" not in caplog.text
         turns = await storage.recent_turns("telegram", "1", 100)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from core.recovery import Recovery, RecoveryOptions
+from core.turn.recovery import Recovery, RecoveryOptions
 from memory.store import SqlStorage
 from memory.types import ChatKey, IntakeDraft, IntakeEntry
 
@@ -56,7 +56,7 @@ async def test_a_failing_chat_does_not_stop_the_others(
     await accept(storage, "busy", "b1")
     finisher = Finisher(busy=frozenset({ChatKey("telegram", "busy")}))
     recovery = Recovery(storage.intake, finisher, RecoveryOptions(), clock=lambda: NOW)
-    with caplog.at_level(logging.ERROR, logger="core.recovery"):
+    with caplog.at_level(logging.ERROR, logger="core.turn.recovery"):
         assert await recovery.sweep() == 2
     assert finisher.done == [("resume", "a1"), ("redeliver", "a2")]  # in order, per chat
     assert "telegram:broken failed" in caplog.text

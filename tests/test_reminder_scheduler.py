@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-from core.delivery import ChannelRoutes, Outbox
 from core.messages import ChatType, DeliveryError, ImageRef, InboundMessage, OutboundMessage, Sent
 from core.reminders.scheduler import Scheduler, SchedulerOptions
 from core.reminders.service import ReminderLimits, Reminders, list_line
+from core.turn.delivery import ChannelRoutes, Outbox
 from memory.reminders import Reminder
 from memory.store import SqlStorage
 from tests.fakes.manual_clock import ManualWallClock

@@ -1,4 +1,4 @@
-"""Reminders end to end: the daemon (bot.app.App with its real channels) against the fake
+"""Reminders end to end: the daemon (bot.wiring.app.App with its real channels) against the fake
 Telegram Bot API, the fake OneBot implementation and a model that fails the whole time.
 
 The wall clock is the test's (`Seams.clock`), so "in 10m" passes when the test says so;
@@ -21,8 +21,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from bot.app import Seams
 from bot.config import Settings
+from bot.wiring.app import Seams
 from channels.http_push import SIGNATURE_HEADER
 from channels.onebot.channel import OneBotChannel
 from core.messages import ChatType, InboundMessage

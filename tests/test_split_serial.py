@@ -8,7 +8,7 @@ import pytest
 
 from channels.formatting.split import split_text
 from core.messages import ChatKey
-from core.ordering import ChatSerializer, ChatTicket, TaskTracker
+from core.turn.ordering import ChatSerializer, ChatTicket, TaskTracker
 
 CHAT_A = ChatKey("telegram", "a")
 
@@ -157,7 +157,7 @@ async def test_spawned_tasks_are_kept_logged_and_drained(caplog) -> None:
     assert len(tracker) == 2  # strong references: nothing is garbage collected mid-flight
     assert await tracker.drain(2.0) == 0
     assert done == ["ok"] and len(tracker) == 0
-    (record,) = [r for r in caplog.records if r.name == "core.ordering"]
+    (record,) = [r for r in caplog.records if r.name == "core.turn.ordering"]
     assert record.levelname == "ERROR" and "test task failing failed" in record.getMessage()
     assert record.exc_info is not None and "lost reply" in str(record.exc_info[1])
 

@@ -1,4 +1,4 @@
-"""Streamed replies through the whole daemon: bot.app.App, the real Telegram channel and
+"""Streamed replies through the whole daemon: bot.wiring.app.App, the real Telegram channel and
 the tool loop, against the fake Bot API and a fake model that streams slowly.
 
 What a user relies on: the answer starts showing while the model writes, a tool marker

@@ -126,5 +126,5 @@ async def test_native_tool_calls_stream_as_a_status_line_never_as_text(
 
     assert result.reply == "Tea costs about 5 euros." and backend.calls == ["tea prices"]
     assert "🔎 searching: tea prices" in shown.texts
-    assert not [t for t in shown.texts if "search(" in t or '"query"' in t or "tea prices\"" in t]
+    assert not [t for t in shown.texts if "search(" in t or '"query"' in t or 'tea prices"' in t]
     assert shown.texts[-1] == result.reply

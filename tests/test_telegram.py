@@ -15,7 +15,7 @@ from channels.telegram.app import TelegramTimings
 from channels.telegram.channel import TelegramChannel
 from core.media.fetch import DownloadTooLarge
 from core.messages import ChatType, InboundMessage, OutboundMessage, Reply
-from core.triggers import TriggerPolicy
+from core.turn.triggers import TriggerPolicy
 from tests.fakes.door import start_answering
 from tests.fakes.telegram_server import (
     FakeTelegram,

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from core.inject import MAX_NAME_CHARS, clean_name, defuse_text, inject
 from core.messages import ChatType, InboundMessage
-from core.ratelimit import RateLimiter
-from core.triggers import TriggerPolicy, is_command
+from core.turn.ratelimit import RateLimiter
+from core.turn.triggers import TriggerPolicy, is_command
 from tests.fakes.manual_clock import ManualTicker
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.usage_command import UsageCommand
+from bot.commands.usage import UsageCommand
 from core.context.tokens import count_messages, get_counter
 from core.llm import OpenAIProvider
 from core.llm.provider import ChatResult

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bot.app import Seams
+from bot.wiring.app import Seams
 from channels.onebot.channel import OneBotChannel
 from core.context.tokens import count_messages, get_counter
 from core.messages import ChatType, InboundMessage

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from bot.app import Seams
 from bot.config import VisionConfig
+from bot.wiring.app import Seams
 from core.llm import OpenAIProvider
 from core.media.imaging import BadImage, TooManyPixels, prepare_image
 from core.media.vision import UNREADABLE, VisionReader

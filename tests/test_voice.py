@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from bot.app import App
 from bot.config import Settings
+from bot.wiring.app import App
 from channels.onebot.channel import OneBotChannel
-from core.accepted import restored_message
+from core.turn.accepted import restored_message
 from tests.fakes.files import MP3_VOICE, OGG_VOICE, make_pdf, make_silk
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot, MediaServer
 from tests.fakes.openai_server import FakeOpenAI, content_text

@@ -30,7 +30,7 @@ from core.clock import Clock
 from core.inject import clean_name
 from core.media.fetch import DownloadPolicy, SafeDownloader
 from core.messages import Attachment, ImageRef, OutboundMessage, Sent
-from core.ordering import TaskTracker
+from core.turn.ordering import TaskTracker
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +207,7 @@ class OneBotChannel:
         return await self._outbound.send(message, lambda: self._running)
 
     async def send_audio(self, message: OutboundMessage) -> Sent:
-        """A spoken reply as a QQ `record` (optional Outlet method, see core/delivery.py)."""
+        """A spoken reply as a QQ `record` (optional Outlet method, see core/turn/delivery.py)."""
         return await self._outbound.send_audio(message)
 
     def restore_image(self, locator: str, mime: str | None, name: str) -> ImageRef | None:

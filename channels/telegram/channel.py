@@ -61,8 +61,8 @@ from core.messages import (
     Sent,
     TryLater,
 )
-from core.ordering import TaskTracker
-from core.streaming import StreamRecorder
+from core.turn.ordering import TaskTracker
+from core.turn.streaming import StreamRecorder
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class TelegramChannel:
         clock: Clock | None = None,
     ) -> None:
         """`clock` paces sends (tests pass a virtual one). "typing…" is shown only
-        while the daemon answers (`working`, called through core/delivery.py from the
+        while the daemon answers (`working`, called through core/turn/delivery.py from the
         dispatcher's one decision), never for a message it will not answer.
         """
         if config.token is None or not config.token.get_secret_value().strip():
@@ -244,7 +244,7 @@ class TelegramChannel:
 
     async def send_audio(self, message: OutboundMessage) -> Sent:
         """A spoken reply as a voice message (OGG/Opus), after the text (optional Outlet
-        method, see core/delivery.py); DeliveryError when Telegram did not take it."""
+        method, see core/turn/delivery.py); DeliveryError when Telegram did not take it."""
         if self._sender is None or message.audio is None:
             raise DeliveryError("the telegram channel is not started")
         target = target_of(message)
@@ -257,7 +257,7 @@ class TelegramChannel:
     def open_stream(
         self, message: OutboundMessage, record: StreamRecorder
     ) -> TelegramStream | None:
-        """A preview of the reply `message` addresses (core.streaming.StreamingOutlet);
+        """A preview of the reply `message` addresses (core.turn.streaming.StreamingOutlet);
         None when `[telegram] streaming = "off"` or the channel is not started."""
         if message.platform != PLATFORM or self._config.streaming == "off" or self._sender is None:
             return None

@@ -2,7 +2,7 @@
 
 `when_spoken` answers a voice note with voice (typed messages get text only), `always`
 speaks every reply. The speech is made before the reply is handed to the one door out
-(core/delivery.py) as the OutboundMessage's `audio`; a speech call that fails, or a reply
+(core/turn/delivery.py) as the OutboundMessage's `audio`; a speech call that fails, or a reply
 too long to speak, leaves `audio` empty and the text goes out as always.
 """
 

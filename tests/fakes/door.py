@@ -1,7 +1,7 @@
 """The daemon's way out, for channel tests whose handler is a fake.
 
 A fake handler answers a message with a `Reply` as a command would; the daemon's
-dispatcher then sends that through the one door out (core/delivery.py) to the channel
+dispatcher then sends that through the one door out (core/turn/delivery.py) to the channel
 under test. `Door` does exactly that with the real Outbox, so a channel test sees the
 same sends the daemon would make.
 """
@@ -12,10 +12,10 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, Protocol, cast
 
-from core.accepted import notice_for
-from core.delivery import ChannelRoutes, Outbox, Outlet
 from core.messages import InboundMessage, Reply
 from core.storage import Intake
+from core.turn.accepted import notice_for
+from core.turn.delivery import ChannelRoutes, Outbox, Outlet
 
 
 class Answering(Protocol):

@@ -1,6 +1,6 @@
 """The reminders' wiring: the service, the scheduler and its gate, built from Settings.
 
-Why a module of its own: bot/app.py stays the one composition root with a few lines for
+Why a module of its own: bot/wiring/app.py stays the one composition root with a few lines for
 reminders, and the rules that need the daemon's policy (bot/access.py: a blocked owner,
 a group switched off or denied gets nothing) are decided here, once, for the scheduler.
 """
@@ -15,13 +15,13 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 
 from bot.access import AccessRules
-from bot.commands import Commands
+from bot.commands.remind import RemindCommand
+from bot.commands.table import Commands
 from bot.config import Settings
-from bot.remind_command import RemindCommand
 from core.messages import ChatKey, ChatType, InboundMessage
-from core.processor import MessageProcessor, ShuttingDown
 from core.reminders.scheduler import Gate, Lock, Scheduler, SchedulerOptions, owner_message
 from core.reminders.service import ReminderLimits, Reminders
+from core.turn.processor import MessageProcessor, ShuttingDown
 from memory.chat_settings_cache import CachedChatSettings
 from memory.reminders import Reminder
 from memory.store import SqlStorage

@@ -9,7 +9,7 @@ import argparse
 import sys
 from typing import Any
 
-from bot.commands import PLATFORM_ID
+from bot.commands.table import PLATFORM_ID
 from bot.config import Settings
 from memory.service import MemoryRefused, MemoryService, numbered_lines
 

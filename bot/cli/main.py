@@ -66,16 +66,16 @@ def build_parser() -> argparse.ArgumentParser:
     cfg.add_subparsers(dest="config_command", required=True).add_parser(
         "check", help="validate and print the effective config (secrets masked)"
     )
-    from bot.memory_cli import add_memory_parser
+    from bot.cli.memory import add_memory_parser
 
     add_memory_parser(sub)
-    from bot.turns_cli import add_turns_parser
+    from bot.cli.turns import add_turns_parser
 
     add_turns_parser(sub)
-    from bot.usage_cli import add_usage_parser
+    from bot.cli.usage import add_usage_parser
 
     add_usage_parser(sub)
-    from bot.reminders_cli import add_reminders_parser
+    from bot.cli.reminders import add_reminders_parser
 
     add_reminders_parser(sub)
     return parser
@@ -112,24 +112,24 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps(mask_secrets(settings), indent=2, ensure_ascii=False))
         return 0
     if args.command == "turns":
-        from bot.turns_cli import run_turns_command
+        from bot.cli.turns import run_turns_command
 
         return asyncio.run(run_turns_command(args, settings))
     if args.command == "reminders":
-        from bot.reminders_cli import run_reminders_command
+        from bot.cli.reminders import run_reminders_command
 
         return asyncio.run(run_reminders_command(args, settings))
     if args.command == "usage":
-        from bot.usage_cli import run_usage_command
+        from bot.cli.usage import run_usage_command
 
         return asyncio.run(run_usage_command(args, settings))
-    from bot.memory_cli import run_memory_command
+    from bot.cli.memory import run_memory_command
 
     return asyncio.run(run_memory_command(args, settings))
 
 
 async def _serve(settings: Settings, mode: str) -> int:
-    from bot.app import App
+    from bot.wiring.app import App
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

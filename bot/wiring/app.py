@@ -15,24 +15,23 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp.abc import AbstractResolver
 
-from bot.bot_command import BotCommand
-from bot.commands import Commands
+from bot.commands.admin import BotCommand
+from bot.commands.table import Commands
+from bot.commands.tools import ToolsCommand
+from bot.commands.usage import UsageCommand
 from bot.config import Settings
 from bot.console import RecentErrors
 from bot.dispatcher import Dispatcher
 from bot.errors import StartupError, channel_start_failure
-from bot.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
-from bot.reminders_setup import add_commands, build_reminders, build_scheduler
-from bot.shared_media import SharedMedia
-from bot.tools_command import ToolsCommand
-from bot.usage_command import UsageCommand
+from bot.wiring.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
+from bot.wiring.reminders import add_commands, build_reminders, build_scheduler
+from bot.wiring.shared_media import SharedMedia
 from channels.base import Channel, ChannelHealth
 from core.clock import WallClock, utc_now
 from core.context import ContextBuilder
 from core.context.compaction import CompactionOptions, Compactor
 from core.context.tail import turn_material
 from core.context.tokens import TokenCounter, get_counter
-from core.delivery import ChannelRoutes
 from core.llm import (
     OPENAI_BASE_URL,
     FallbackProvider,
@@ -43,12 +42,13 @@ from core.llm import (
 )
 from core.media.vision import VisionReader
 from core.messages import ChatKey
-from core.processor import ImageReader, MessageProcessor, ProcessorOptions
-from core.recovery import Recovery, RecoveryOptions
 from core.reminders.scheduler import Scheduler
 from core.reminders.service import Reminders
 from core.tools.loop import ToolLoop, default_registry
 from core.tools.search import SearchBackend, duckduckgo_backend
+from core.turn.delivery import ChannelRoutes
+from core.turn.processor import ImageReader, MessageProcessor, ProcessorOptions
+from core.turn.recovery import Recovery, RecoveryOptions
 from core.usage.meter import UsageMeter, UsageRecorder
 from core.usage.quota import QuotaGuard, QuotaLimits
 from core.workspace.files import ensure_workspace
@@ -119,7 +119,7 @@ class App:
         self._recovery_stop = asyncio.Event()
         self._models: dict[str, FallbackProvider] = {}  # "llm", "vision": their endpoints
         self.mcp: Any = None  # core.tools.mcp.tools.McpTools, when [mcp] servers are set
-        # Reminders (/remind, /schedule): sent through the one door (core/delivery.py).
+        # Reminders (/remind, /schedule): sent through the one door (core/turn/delivery.py).
         self.reminders: Reminders | None = None
         self.scheduler: Scheduler | None = None
 
@@ -431,7 +431,7 @@ class App:
         """Fail before touching storage when there is no endpoint and no embedded model."""
         if self._uses_endpoint():
             return
-        from bot.embedded import unavailable_reason
+        from bot.wiring.embedded import unavailable_reason
 
         reason = unavailable_reason(self.settings.llm.local_model)
         if reason:
@@ -447,7 +447,7 @@ class App:
         llm = self.settings.llm
         if self._uses_endpoint():
             return provider_from_config(llm)
-        from bot.embedded import EmbeddedModel, EmbeddedModelUnavailable
+        from bot.wiring.embedded import EmbeddedModel, EmbeddedModelUnavailable
 
         embedded = EmbeddedModel(llm.local_model, context_window=llm.context_window)
         try:

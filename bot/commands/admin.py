@@ -5,7 +5,7 @@
 (memory/chat_settings.py) and not in the config: an operator opens a group or gives it
 a persona from the chat itself, and the change survives a restart and reaches every
 replica. The rules that read them are bot/access.py (where the bot serves),
-core/triggers.py (wake words) and the processor's persona lookup; this module only
+core/turn/triggers.py (wake words) and the processor's persona lookup; this module only
 changes the settings and explains them.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.access import AccessRules
-from bot.commands import text_after
+from bot.commands.table import text_after
 from bot.config import Settings
 from core.messages import ChatType, InboundMessage, Reply
 from memory.chat_settings import (
@@ -49,7 +49,7 @@ GROUP_ONLY = "/bot {sub} works in a group. Private chats follow [access] private
 
 @dataclass(frozen=True)
 class BotCommand:
-    """The `/bot` handler for bot/commands.py: (message, args) -> Reply."""
+    """The `/bot` handler for bot/commands/table.py: (message, args) -> Reply."""
 
     chat_settings: CachedChatSettings
     access: AccessRules

@@ -59,8 +59,8 @@ class Commands:
         usage: Handler | None = None,
         tools: Handler | None = None,
     ) -> None:
-        """`bot_control` is `/bot` (bot/bot_command.py), when the daemon has chat settings;
-        `usage` is `/usage` (bot/usage_command.py), when it meters model calls."""
+        """`bot_control` is `/bot` (bot/commands/admin.py), when the daemon has chat settings;
+        `usage` is `/usage` (bot/commands/usage.py), when it meters model calls."""
         self._store = store
         self._memories = MemoryService(store)
         self._admins = admins
@@ -75,9 +75,9 @@ class Commands:
         }
         if bot_control is not None:
             self._handlers["bot"] = bot_control
-        if usage is not None:  # /usage (bot/usage_command.py), when the daemon meters
+        if usage is not None:  # /usage (bot/commands/usage.py), when the daemon meters
             self._handlers["usage"] = usage
-        if tools is not None:  # /tools (bot/tools_command.py): MCP tools per sender
+        if tools is not None:  # /tools (bot/commands/tools.py): MCP tools per sender
             self._handlers["tools"] = tools
 
     @property
@@ -96,7 +96,7 @@ class Commands:
         return [name for name in known if name in self._handlers]
 
     def add(self, name: str, handler: Handler) -> None:
-        """One more command (e.g. /remind from bot/remind_command.py)."""
+        """One more command (e.g. /remind from bot/commands/remind.py)."""
         self._handlers[name] = handler
 
     async def handle(self, message: InboundMessage) -> Reply:

@@ -1,6 +1,6 @@
 """Builds the readers for what people share (`[links]`, `[documents]`, `[voice]`).
 
-Its own module so bot/app.py gains a few lines, not fifty: the safe fetcher for links,
+Its own module so bot/wiring/app.py gains a few lines, not fifty: the safe fetcher for links,
 the page reader (also behind the `[Read: url]` tool), document limits and the speech
 service, each from its config section.
 """

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from core.delivery import ChannelRoutes
 from core.messages import (
     Attachment,
     ChatType,
@@ -13,6 +12,7 @@ from core.messages import (
     OutboundMessage,
     Person,
 )
+from core.turn.delivery import ChannelRoutes
 from memory.types import IntakeDraft, IntakeEntry
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bot.commands import text_after
+from bot.commands.table import text_after
 from core.messages import InboundMessage, Reply
 from core.reminders.service import Reminders, list_line
 from core.reminders.when import FORMS_HELP
@@ -36,7 +36,7 @@ SCHEDULE_USAGE = (
 
 @dataclass(frozen=True)
 class RemindCommand:
-    """`/remind` and `/schedule` for bot/commands.py: (message, args) -> Reply."""
+    """`/remind` and `/schedule` for bot/commands/table.py: (message, args) -> Reply."""
 
     reminders: Reminders
     admins: frozenset[str]

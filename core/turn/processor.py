@@ -10,22 +10,22 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from core.accepted import intake_draft, reply_for, restored_message
 from core.context.compaction import Compactor
 from core.context.report import ContextReport
 from core.context.tokens import TokenCounter
 from core.context.turn import ChatPersona, TurnContextBuilder, TurnInput
-from core.delivery import ChannelRoutes, Outbox
 from core.inject import inject
 from core.llm import LLMError
 from core.media.attachments import SharedNotes
 from core.media.vision import NOT_DESCRIBED, ImageNotes
 from core.messages import ChatKey, InboundMessage
-from core.ordering import ChatSerializer, ChatTicket, TaskTracker
 from core.storage import Store
-from core.streaming import ReplyStream
 from core.tools.loop import ToolLoop, TurnDraft
 from core.tools.registry import ToolContext
+from core.turn.accepted import intake_draft, reply_for, restored_message
+from core.turn.delivery import ChannelRoutes, Outbox
+from core.turn.ordering import ChatSerializer, ChatTicket, TaskTracker
+from core.turn.streaming import ReplyStream
 from core.usage.meter import UsageSubject
 from memory.types import (
     IntakeEntry,
