@@ -347,14 +347,15 @@ async def slow_model(
     tmp: Path, chats: int, latency_s: float, max_in_flight: int = DEFAULT_IN_FLIGHT
 ) -> SlowResults:
     """`chats` chats send one message each, all at once, to a model that takes latency_s."""
+    bodies = chat_bodies(chats, 1, "slow")
     async with FakeModelProcess(latency_s=latency_s) as model:
         async with DaemonProcess(tmp, model.base_url, max_in_flight) as daemon:
-            run = await drive(daemon.chat_url, chat_bodies(chats, 1, "slow"))
+            run = await drive(daemon.chat_url, bodies)
         storage = await open_storage(daemon.db_url, migrate=False)
         try:
             stored = 0
-            for c in range(chats):
-                stored += len(await storage.recent_turns("http", f"slow-c{c}", 10))
+            for [body] in bodies:  # a private chat is stored under its user's id
+                stored += len(await storage.recent_turns("http", body["user_id"], 10))
         finally:
             await storage.close()
     return SlowResults(run, stored, latency_s, max_in_flight)

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from bot.config import Settings
-from core.messages import ChatKey, ChatType, InboundMessage
+from core.messages import ChatType, InboundMessage
 from memory.chat_settings import ChatSettings
+from memory.types import ChatKey
 
 # The operator at their own terminal (`chatterd chat`): never restricted.
 EXEMPT_PLATFORMS = frozenset({"console"})

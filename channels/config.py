@@ -104,14 +104,14 @@ class HttpConfig(Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     token: SecretStr | None = None
-    # Slow or idle clients must not hold the server's descriptors (channels/http_server.py):
+    # Slow or idle clients must not hold the server's descriptors (channels/http/server.py):
     # a request's headers must arrive within header_timeout_s of the connection opening
     # (or of the previous answer: it is also the keep-alive idle time), its body within
     # body_timeout_s; connections beyond max_connections are answered 503 and closed.
     header_timeout_s: float = Field(20.0, gt=0, le=3600)
     body_timeout_s: float = Field(20.0, gt=0, le=3600)
     max_connections: int = Field(512, ge=1, le=100_000)
-    # Reminders and scheduled tasks in HTTP chats are POSTed here (channels/http_push.py).
+    # Reminders and scheduled tasks in HTTP chats are POSTed here (channels/http/push.py).
     push_url: str | None = None
 
     @field_validator("push_url")

@@ -8,8 +8,6 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-# ChatKey is re-exported: channels import only from core.messages.
-from memory.types import ChatKey as ChatKey
 from memory.types import InChat
 
 

@@ -14,7 +14,7 @@ from sqlalchemy import insert
 
 from bot.config import Settings
 from bot.wiring.app import App
-from channels.http import HttpChannel
+from channels.http.channel import HttpChannel
 from memory.models import UsageRow
 from memory.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI

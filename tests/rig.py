@@ -89,7 +89,7 @@ async def turn_path(settings: Settings, seams: Seams) -> AsyncIterator[tuple[App
 
 class Waiting:
     """The rig's channel for its (Telegram-shaped) messages: like HTTP, it answers only a
-    request still waiting, paired by request_id (see channels/http.py), so a test reads
+    request still waiting, paired by request_id (see channels/http/channel.py), so a test reads
     what the one door out sent for the message it handed in."""
 
     pushes = False

@@ -15,12 +15,13 @@ from bot.access import AccessRules
 from bot.commands.table import Commands
 from bot.config import ConfigError, load_config
 from bot.dispatcher import Dispatcher
-from core.messages import ChatKey, ChatType, InboundMessage
+from core.messages import ChatType, InboundMessage
 from core.turn.processor import MessageProcessor
 from core.turn.triggers import TriggerPolicy, is_command
 from memory.chat_settings import ChatSettings
 from memory.chat_settings_cache import CachedChatSettings
 from memory.store import SqlStorage
+from memory.types import ChatKey
 from tests.fakes.manual_clock import ManualTicker
 
 ADMIN = "qq:1"

@@ -22,7 +22,7 @@ import aiohttp
 import pytest
 
 from bot.config import Settings
-from channels.http import HttpChannel
+from channels.http.channel import HttpChannel
 from channels.onebot.channel import OneBotChannel
 from memory.store import SqlStorage
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot

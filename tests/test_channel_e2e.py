@@ -26,7 +26,7 @@ import pytest
 from bot.dispatcher import UNREADABLE_NOTICE
 from bot.wiring.app import App
 from bot.wiring.registry import ChannelDeps
-from channels.http import HttpChannel
+from channels.http.channel import HttpChannel
 from channels.onebot.channel import OneBotChannel
 from core.turn.ratelimit import RATE_NOTICE
 from memory.store import SqlStorage

@@ -24,7 +24,7 @@ from bot.console.auth import (
     password_matches,
 )
 from channels.config import HttpConfig
-from channels.http import HttpChannel
+from channels.http.channel import HttpChannel
 from tests.fakes.manual_clock import ManualWallClock
 
 MORNING = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)

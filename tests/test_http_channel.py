@@ -14,7 +14,8 @@ import pytest
 
 from channels.base import ChannelHealth
 from channels.config import HttpConfig
-from channels.http import MAX_TEXT_CHARS, HttpChannel, scoped_message_id
+from channels.http.channel import HttpChannel
+from channels.http.request import MAX_TEXT_CHARS, scoped_message_id
 from core.messages import ChatType, DeliveryError, InboundMessage, OutboundMessage, Reply
 from tests.fakes.door import Door, start_answering
 

@@ -14,8 +14,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from channels.http import scoped_message_id
-from core.messages import ChatKey
+from channels.http.request import scoped_message_id
+from memory.types import ChatKey
 from tests.console_support import Running, client, console_settings, running, sign_in
 from tests.fakes.openai_server import FakeOpenAI, last_user_text
 

@@ -18,8 +18,8 @@ import aiohttp
 import pytest
 
 from channels.config import HttpConfig
-from channels.http import HttpChannel
-from channels.http_server import PRESSURE_RATIO, descriptors
+from channels.http.channel import HttpChannel
+from channels.http.server import PRESSURE_RATIO, descriptors
 from core.messages import InboundMessage, Reply
 
 CEILING_S = 15.0  # the server must have acted by then; it is configured to act after 1 s

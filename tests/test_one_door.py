@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 
 from channels.config import HttpConfig
-from channels.http import HttpChannel
+from channels.http.channel import HttpChannel
 from core.messages import DeliveryError, InboundMessage, OutboundMessage
 from core.storage import Intake
 from core.turn.accepted import notice_for

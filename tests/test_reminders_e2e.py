@@ -23,7 +23,7 @@ from aiohttp import web
 
 from bot.config import Settings
 from bot.wiring.app import Seams
-from channels.http_push import SIGNATURE_HEADER
+from channels.http.push import SIGNATURE_HEADER
 from channels.onebot.channel import OneBotChannel
 from core.messages import ChatType, InboundMessage
 from tests.fakes.manual_clock import ManualWallClock

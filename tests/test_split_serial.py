@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from channels.formatting.split import split_text
-from core.messages import ChatKey
 from core.turn.ordering import ChatSerializer, ChatTicket, TaskTracker
+from memory.types import ChatKey
 
 CHAT_A = ChatKey("telegram", "a")
 

@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.config import Settings
-from core.messages import ChatKey
 from core.reminders.service import list_line
+from memory.types import ChatKey
 
 CHAT = re.compile(r"^(telegram|qq|http|console):(\S+)$")
 OPERATOR = "cli"

@@ -4,25 +4,22 @@ saw it, the context picture of its last turn, and its settings (the `/bot` store
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from bot.console.page import PageHost, actor, flash, see_other, url
 from bot.console.params import chat_cursor, row_id
 from bot.console.picture import drawn_picture, was_dropped
-from core.messages import ChatKey
 from memory.chat_settings import ChatSettingsError
 from memory.models import ID_LEN, PLATFORM_LEN
-
-if TYPE_CHECKING:
-    from bot.console.web import Console
+from memory.types import ChatKey
 
 PAGE = 50
 TURNS_SHOWN = 60
 FOLDED_KINDS = {"tool_call", "tool_result", "summary"}
 
 
-def add_routes(router: web.UrlDispatcher, console: Console) -> None:
+def add_routes(router: web.UrlDispatcher, console: PageHost) -> None:
     async def chats(request: web.Request) -> web.StreamResponse:
         query = request.query
         search = query.get("q", "")[:200]
@@ -52,8 +49,7 @@ def platform_and_id(values: Mapping[str, object]) -> tuple[str, str]:
     return platform, chat_id
 
 
-async def _chat(console: Console, request: web.Request) -> web.Response:
-    from bot.console.web import url
+async def _chat(console: PageHost, request: web.Request) -> web.Response:
 
     chat = ChatKey(*platform_and_id(request.query))
     platform, chat_id = chat.platform, chat.chat_id
@@ -83,17 +79,16 @@ async def _chat(console: Console, request: web.Request) -> web.Response:
     )
 
 
-async def _save_settings(console: Console, request: web.Request) -> web.StreamResponse:
-    from bot.console.web import see_other, url
+async def _save_settings(console: PageHost, request: web.Request) -> web.StreamResponse:
 
     form = await request.post()
     chat = ChatKey(*platform_and_id(form))
     store = console.deps.chat_settings
-    by = console.actor(request)
+    by = actor(request)
     try:
         if form.get("action") == "reset":
             await store.reset(chat, by=by)
-            console.flash(request, "Persona and wake words are back to the defaults.")
+            flash(request, "Persona and wake words are back to the defaults.")
         else:
             allowed = {"allow": True, "deny": False}.get(str(form.get("allowed", "")))
             words = [w for w in str(form.get("wake_words", "")).split(",") if w.strip()]
@@ -105,7 +100,7 @@ async def _save_settings(console: Console, request: web.Request) -> web.StreamRe
                 persona=str(form.get("persona", "")),
                 wake_words=words,
             )
-            console.flash(request, "Settings saved.")
+            flash(request, "Settings saved.")
     except ChatSettingsError as refused:
-        console.flash(request, f"Not saved: {refused}")
+        flash(request, f"Not saved: {refused}")
     return see_other(url("/chat", platform=chat.platform, id=chat.chat_id))

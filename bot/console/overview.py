@@ -3,24 +3,22 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
 from bot.console.charts import Bar, bar_chart
-
-if TYPE_CHECKING:
-    from bot.console.web import Console
+from bot.console.page import PageHost
 
 
-def add_routes(router: web.UrlDispatcher, console: Console) -> None:
+def add_routes(router: web.UrlDispatcher, console: PageHost) -> None:
     async def overview(request: web.Request) -> web.StreamResponse:
         return await _overview(console, request)
 
     router.add_get("/", overview)
 
 
-async def _overview(console: Console, request: web.Request) -> web.Response:
+async def _overview(console: PageHost, request: web.Request) -> web.Response:
     deps = console.deps
     now = deps.clock()
     channels = sorted(deps.health().items())

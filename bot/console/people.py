@@ -6,21 +6,17 @@ limits, the same duplicate rule, the same audit log line (naming `console@addres
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from aiohttp import web
 
 from bot.console.chats import platform_and_id
+from bot.console.page import PageHost, actor, flash, see_other, url
 from bot.console.params import row_id
 from memory.service import MemoryRefused, MemoryService
-
-if TYPE_CHECKING:
-    from bot.console.web import Console
 
 PAGE = 50
 
 
-def add_routes(router: web.UrlDispatcher, console: Console) -> None:
+def add_routes(router: web.UrlDispatcher, console: PageHost) -> None:
     memories = MemoryService(console.deps.storage)
 
     async def people(request: web.Request) -> web.StreamResponse:
@@ -47,31 +43,30 @@ def add_routes(router: web.UrlDispatcher, console: Console) -> None:
         )
 
     async def change(request: web.Request) -> web.StreamResponse:
-        from bot.console.web import see_other, url
 
         form = await request.post()
         platform, user_id = platform_and_id(form)
-        by = console.actor(request)
+        by = actor(request)
         action = form.get("action")
         try:
             if action == "add":
                 added = await memories.add(platform, user_id, str(form.get("text", "")), author=by)
-                console.flash(request, "Saved." if added else "Already remembered.")
+                flash(request, "Saved." if added else "Already remembered.")
             elif action == "forget":
                 memory_id = str(form.get("memory", ""))
                 if not memory_id.isdigit():
                     raise MemoryRefused("No memory was chosen.")
                 await memories.forget_id(platform, user_id, int(memory_id), by=by)
-                console.flash(request, "Forgotten.")
+                flash(request, "Forgotten.")
             elif action == "clear":
                 if form.get("confirm") != "yes":
                     raise MemoryRefused("Tick the box to confirm, then clear again.")
                 removed = await memories.clear(platform, user_id, by=by)
-                console.flash(request, f"Forgot {removed} item(s).")
+                flash(request, f"Forgot {removed} item(s).")
             else:
                 raise MemoryRefused("Unknown action.")
         except MemoryRefused as refused:
-            console.flash(request, str(refused))
+            flash(request, str(refused))
         return see_other(url("/person", platform=platform, id=user_id))
 
     router.add_get("/people", people)

@@ -7,19 +7,16 @@ so the console has no rules of its own.
 from __future__ import annotations
 
 from itertools import groupby
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from bot.console.page import PageHost, actor, flash, see_other, url
 from core.reminders.service import list_line
-
-if TYPE_CHECKING:
-    from bot.console.web import Console
 
 SHOWN = 500
 
 
-def add_routes(router: web.UrlDispatcher, console: Console) -> None:
+def add_routes(router: web.UrlDispatcher, console: PageHost) -> None:
     async def page(request: web.Request) -> web.StreamResponse:
         found = await console.deps.storage.reminders.listing(limit=SHOWN)
         found.sort(key=lambda r: (r.chat_key, r.id))
@@ -31,16 +28,15 @@ def add_routes(router: web.UrlDispatcher, console: Console) -> None:
         return console.render(request, "reminders.html", chats=chats)
 
     async def cancel(request: web.Request) -> web.StreamResponse:
-        from bot.console.web import see_other, url
 
         form = await request.post()
         raw = str(form.get("id", ""))
         if not raw.isdigit():
-            console.flash(request, "No such reminder.")
-        elif await console.deps.storage.reminders.cancel(int(raw), by=console.actor(request)):
-            console.flash(request, f"Cancelled #{raw}.")
+            flash(request, "No such reminder.")
+        elif await console.deps.storage.reminders.cancel(int(raw), by=actor(request)):
+            flash(request, f"Cancelled #{raw}.")
         else:
-            console.flash(request, f"#{raw} was not active any more.")
+            flash(request, f"#{raw} was not active any more.")
         return see_other(url("/reminders"))
 
     router.add_get("/reminders", page)

@@ -4,21 +4,19 @@ admins changed (each editable on its chat's page, through the `/bot` commands' s
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 from sqlalchemy.engine import make_url
 
 from bot.config import mask_secrets
+from bot.console.page import PageHost
 from bot.console.params import row_id
-
-if TYPE_CHECKING:
-    from bot.console.web import Console
 
 PAGE = 100
 
 
-def add_routes(router: web.UrlDispatcher, console: Console) -> None:
+def add_routes(router: web.UrlDispatcher, console: PageHost) -> None:
     async def settings(request: web.Request) -> web.StreamResponse:
         after_id = row_id(request.query.get("after"), "after")
         chats = await console.deps.chat_settings.listing(PAGE + 1, after_id)
@@ -35,7 +33,7 @@ def add_routes(router: web.UrlDispatcher, console: Console) -> None:
     router.add_get("/settings", settings)
 
 
-def effective_config(console: Console) -> list[tuple[str, list[tuple[str, str]]]]:
+def effective_config(console: PageHost) -> list[tuple[str, list[tuple[str, str]]]]:
     """[(section, [(key, value as TOML-ish text)])], secrets as `***`, the database
     URL without its password."""
     data: dict[str, Any] = mask_secrets(console.deps.settings)

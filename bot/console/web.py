@@ -4,50 +4,39 @@ Every request passes `_guard`: a request from another origin is refused (403); a
 signed out is sent to the sign-in page (303); a POST without its session's CSRF token is
 refused (403); every answer says "store nothing" (Cache-Control: no-store) and carries a
 Content-Security-Policy that allows only this daemon's own files and no inline script.
-The pages themselves are in overview.py, chats.py, people.py and settings.py.
+The pages themselves (overview.py, chats.py, people.py, settings.py, reminders.py) are
+handed in (bot/console/site.py) and add their own routes; what they share is page.py.
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from importlib import resources
-from typing import Any, Protocol
-from urllib.parse import urlencode
+from typing import Any
 
 from aiohttp import web
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from bot.config import Settings
 from bot.console.auth import (
-    Session,
     Sessions,
     SignInLimiter,
     csrf_matches,
     password_matches,
 )
 from bot.console.fmt import format_age, format_time
-from bot.console.params import BadInput, sign_in_target
-from bot.console.recent import RecentErrors
-from channels.base import ChannelHealth
-from channels.web_guard import SAFE_METHODS, cross_site_reason
-from core.clock import WallClock, utc_now
-from core.context.report import ContextReport
-from core.messages import ChatKey
+from bot.console.page import SESSION_KEY, ConsoleDeps, Page, see_other, url
+from bot.console.params import PREFIX, BadInput, sign_in_target
+from channels.http.guard import SAFE_METHODS, cross_site_reason
 from memory.activity import Activity
 from memory.browse import Browse
-from memory.chat_settings import ChatSettings
-from memory.store import SqlStorage
 
 log = logging.getLogger(__name__)
 
-PREFIX = "/console"
 COOKIE = "chatterd_console"
 PRE_COOKIE = "chatterd_console_signin"  # the sign-in form's own CSRF token (double submit)
-SESSION_KEY = web.RequestKey("console.session", Session)
 OPEN_PATHS = {f"{PREFIX}/sign-in"}
 CSP = (
     "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; "
@@ -56,40 +45,13 @@ CSP = (
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-class ChatSettingsAccess(Protocol):
-    """ChatSettingsStore's methods the console uses; the App hands it the message path's
-    cached store, so a change made here applies to the next message at once."""
-
-    async def get(self, key: ChatKey) -> ChatSettings: ...
-
-    async def update(self, key: ChatKey, *, by: str, **changes: Any) -> ChatSettings: ...
-
-    async def reset(self, key: ChatKey, *, by: str) -> ChatSettings: ...
-
-    async def listing(
-        self, limit: int = 100, after_id: int | None = None
-    ) -> list[ChatSettings]: ...
-
-
-@dataclass(frozen=True)
-class ConsoleDeps:
-    """What the pages read and change; the same services the chat commands use."""
-
-    settings: Settings
-    storage: SqlStorage
-    health: Callable[[], Mapping[str, ChannelHealth]]
-    extra_health: Callable[[], Awaitable[dict[str, Any]]]
-    last_report: Callable[[str, str], ContextReport | None]
-    errors: RecentErrors
-    chat_settings: ChatSettingsAccess
-    clock: WallClock = utc_now
-
-
 class Console:
     """The operator's console; `register` mounts it on the HTTP channel's application."""
 
-    def __init__(self, deps: ConsoleDeps, password: str) -> None:
+    def __init__(self, deps: ConsoleDeps, password: str, pages: Sequence[Page] = ()) -> None:
+        """`pages` add their routes when the console is mounted (bot/console/site.py)."""
         self.deps = deps
+        self._pages = tuple(pages)
         self.browse = Browse(deps.storage.database)
         self.activity = Activity(deps.storage.database)
         self._password = password
@@ -110,15 +72,13 @@ class Console:
 
     def register(self, app: web.Application) -> None:
         """Mount /console (the HTTP channel calls this before it starts serving)."""
-        from bot.console import chats, overview, people, reminders, settings
-
         sub = web.Application(middlewares=[self._guard])
         sub.router.add_get("/sign-in", self._sign_in_form)
         sub.router.add_post("/sign-in", self._sign_in)
         sub.router.add_post("/sign-out", self._sign_out)
         sub.router.add_get("/static/{name}", self._static)
-        for module in (overview, chats, people, settings, reminders):
-            module.add_routes(sub.router, self)
+        for page in self._pages:
+            page(sub.router, self)
         app.add_subapp(PREFIX, sub)
 
     # -- rendering ---------------------------------------------------------------------
@@ -143,18 +103,6 @@ class Console:
         response = self.render(request, "missing.html", what=what)
         response.set_status(404)
         return response
-
-    @staticmethod
-    def flash(request: web.Request, text: str) -> None:
-        """A one-line result shown on the next page this session opens."""
-        session = request.get(SESSION_KEY)
-        if session is not None:
-            session.flash = text
-
-    @staticmethod
-    def actor(request: web.Request) -> str:
-        """Who changed something, for the audit lines the services write."""
-        return f"console@{request.remote or 'unknown'}"
 
     # -- the guard ---------------------------------------------------------------------
 
@@ -185,7 +133,7 @@ class Console:
 
     @staticmethod
     def _foreign(request: web.Request) -> web.Response | None:
-        """403 for a request another site's page made (channels.web_guard, as the API)."""
+        """403 for a request another site's page made (channels.http.guard, as the API)."""
         if cross_site_reason(request) is not None:
             return _refuse("Refused: this request came from another site.")
         return None
@@ -278,17 +226,6 @@ class Console:
             raise web.HTTPNotFound()
         body = resources.files("bot.console").joinpath("static", name).read_bytes()
         return web.Response(body=body, content_type=kinds[name])
-
-
-def see_other(location: str) -> web.Response:
-    """303: after a form, the browser GETs the next page (reloading never re-posts)."""
-    return web.Response(status=303, headers={"Location": location})
-
-
-def url(path: str, **query: object) -> str:
-    """A console URL with its query (values escaped); None values are left out."""
-    given = {key: value for key, value in query.items() if value is not None}
-    return PREFIX + path + (f"?{urlencode(given)}" if given else "")
 
 
 def _next(request: web.Request) -> str:

@@ -22,26 +22,28 @@ from bot.commands.usage import UsageCommand
 from bot.config import Settings
 from bot.console import RecentErrors
 from bot.dispatcher import Dispatcher
-from bot.errors import StartupError, channel_start_failure
+from bot.errors import channel_start_failure
+from bot.wiring.models import (
+    chat_model,
+    check_model_reachable,
+    compactor,
+    vision_model,
+    vision_reader,
+)
 from bot.wiring.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
 from bot.wiring.reminders import add_commands, build_reminders, build_scheduler
 from bot.wiring.shared_media import SharedMedia
+from bot.wiring.storage import open_daemon_storage
 from channels.base import Channel, ChannelHealth
 from core.clock import WallClock, utc_now
 from core.context import ContextBuilder
-from core.context.compaction import CompactionOptions, Compactor
 from core.context.tail import turn_material
 from core.context.tokens import TokenCounter, get_counter
 from core.llm import (
-    OPENAI_BASE_URL,
     FallbackProvider,
     LLMProvider,
-    OpenAIProvider,
-    provider_from_config,
-    with_fallbacks,
 )
 from core.media.vision import VisionReader
-from core.messages import ChatKey
 from core.reminders.scheduler import Scheduler
 from core.reminders.service import Reminders
 from core.tools.loop import ToolLoop, default_registry
@@ -52,11 +54,10 @@ from core.turn.recovery import Recovery, RecoveryOptions
 from core.usage.meter import UsageMeter, UsageRecorder
 from core.usage.quota import QuotaGuard, QuotaLimits
 from core.workspace.files import ensure_workspace
-from memory.capacity import ConnectionBudget, budget_problem, server_limit
 from memory.chat_kinds import ChatKinds
 from memory.chat_settings_cache import CachedChatSettings
-from memory.migrate import Database, upgrade_in_child
-from memory.store import SqlStorage, open_storage
+from memory.store import SqlStorage
+from memory.types import ChatKey
 
 if TYPE_CHECKING:
     from bot.console import Console
@@ -163,7 +164,7 @@ class App:
 
     async def _build(self) -> TurnPath:
         settings = self.settings
-        self._check_model_reachable()
+        check_model_reachable(settings)
         ensure_workspace(settings.bot.workspace, settings.bot.name)
         options = ProcessorOptions(
             history_limit=settings.context.history_limit,
@@ -175,18 +176,12 @@ class App:
         if self._seams.storage is not None:
             self.storage = self._seams.storage
         else:
-            await upgrade_in_child(settings.storage.url)  # Alembic stays out of the daemon
-            self.storage = await open_storage(
-                settings.storage.url,
-                lock_pool_size=options.max_in_flight,
-                pool_size=settings.storage.pool_size,
-                before_migrate=self._check_connection_budget,
-            )
+            self.storage = await open_daemon_storage(settings)
             self._stack.push_async_callback(self.storage.close)
         self.chat_settings = chat_settings = CachedChatSettings(self.storage.chat_settings)
         await chat_settings.warm()  # so "typing" is never shown in a denied group
         self.reminders = build_reminders(settings, self.storage, chat_settings, self._clock)
-        llm = await self._llm()
+        llm = self._models["llm"] = await chat_model(settings, self._stack)
         self._stack.push_async_callback(llm.close)
         counter = get_counter(settings.context.tokenizer)
         meter = UsageRecorder(self.storage.usage, counter, clock=self._clock)
@@ -211,7 +206,7 @@ class App:
             options=options,
             tool_loop=self._tool_loop(llm, meter, mcp),
             read_images=self._seams.read_images or self._vision_reader(meter),
-            compactor=self._compactor(llm, self.storage, counter, meter),
+            compactor=compactor(settings, llm, self.storage, counter, meter),
             routes=self.routes,
             chat_persona=lambda platform, chat_id: _persona(chat_settings, platform, chat_id),
             read_shared=self._shared.reader,
@@ -307,7 +302,7 @@ class App:
         root = logging.getLogger()
         root.addHandler(errors)
         self._stack.callback(root.removeHandler, errors)
-        from bot.console import Console, ConsoleDeps  # only when served (a few MiB)
+        from bot.console import ConsoleDeps, console_site  # only when served (a few MiB)
 
         deps = ConsoleDeps(
             settings=self.settings,
@@ -318,70 +313,18 @@ class App:
             errors=errors,
             chat_settings=self.chat_settings,
         )
-        self.console = Console(deps, web.password.get_secret_value())
+        self.console = console_site(deps, web.password.get_secret_value())
         return self.console
-
-    async def _check_connection_budget(self, database: Database) -> None:
-        """PostgreSQL: stop at start (exit 2, one line) when the configured replicas'
-        pools cannot fit the server's max_connections (memory/capacity.py)."""
-        if database.dialect != "postgresql":
-            return
-        budget = ConnectionBudget(
-            replicas=self.settings.storage.replicas,
-            pool_size=self.settings.storage.pool_size,
-            lock_pool_size=self.settings.bot.max_in_flight,
-        )
-        limit = await server_limit(database)
-        problem = budget_problem(budget, limit)
-        if problem is not None:
-            raise StartupError(problem)
-        log.info(
-            "storage: up to %d connections per replica, %d for %d replica(s) of %d usable",
-            budget.per_replica,
-            budget.total,
-            budget.replicas,
-            limit.usable,
-        )
 
     async def _stop_recovery(self, task: asyncio.Task[None]) -> None:
         self._recovery_stop.set()
         await task
 
-    def _compactor(
-        self, llm: LLMProvider, storage: SqlStorage, counter: TokenCounter, meter: UsageMeter
-    ) -> Compactor | None:
-        context, window = self.settings.context, self.settings.llm.context_window
-        if not context.compaction:
-            return None
-        summary_tokens = min(400, self.settings.llm.reply_tokens)
-        options = CompactionOptions(
-            min_turns=context.compaction_min_turns,
-            summary_tokens=summary_tokens,
-            input_tokens=max(256, window - summary_tokens - 800),  # 800: instructions, framing
-        )
-        return Compactor(llm, storage, counter, options, meter)
-
     def _vision_reader(self, meter: UsageMeter) -> VisionReader:
-        vision, llm = self.settings.vision, self.settings.llm
-        provider = None
-        if vision.enabled and vision.mode == "describe":
-            key = vision.api_key or llm.api_key
-            primary = OpenAIProvider(
-                base_url=vision.base_url or llm.base_url or OPENAI_BASE_URL,
-                api_key=key.get_secret_value() if key else None,
-                model=vision.model,
-                timeout_s=llm.timeout_s,
-                max_retries=llm.max_retries,
-                temperature=0.2,
-                stream_stall_s=llm.stream_stall_s,
-                config_key="[vision]",
-            )
-            provider = with_fallbacks(
-                primary, llm, entries=vision.fallbacks, section="[vision]", temperature=0.2
-            )
-            self._stack.push_async_callback(provider.close)
+        provider = vision_model(self.settings, self._stack)
+        if provider is not None:
             self._models["vision"] = provider
-        return VisionReader(provider, vision, timeout_s=llm.timeout_s, meter=meter)
+        return vision_reader(self.settings, provider, meter)
 
     async def _mcp_tools(self, counter: TokenCounter) -> Any:
         """The MCP servers' tools, started now; None (and no SDK import) without servers."""
@@ -422,40 +365,6 @@ class App:
             max_tokens=self.settings.llm.reply_tokens,
             meter=meter,
             source=mcp,
-        )
-
-    def _uses_endpoint(self) -> bool:
-        return bool(self.settings.llm.base_url or self.settings.llm.api_key)
-
-    def _check_model_reachable(self) -> None:
-        """Fail before touching storage when there is no endpoint and no embedded model."""
-        if self._uses_endpoint():
-            return
-        from bot.wiring.embedded import unavailable_reason
-
-        reason = unavailable_reason(self.settings.llm.local_model)
-        if reason:
-            raise StartupError(reason)
-
-    async def _llm(self) -> LLMProvider:
-        """The configured endpoint (or the embedded model), then [llm] fallbacks."""
-        provider = with_fallbacks(await self._primary_llm(), self.settings.llm)
-        self._models["llm"] = provider
-        return provider
-
-    async def _primary_llm(self) -> OpenAIProvider:
-        llm = self.settings.llm
-        if self._uses_endpoint():
-            return provider_from_config(llm)
-        from bot.wiring.embedded import EmbeddedModel, EmbeddedModelUnavailable
-
-        embedded = EmbeddedModel(llm.local_model, context_window=llm.context_window)
-        try:
-            base_url = await self._stack.enter_async_context(embedded)
-        except EmbeddedModelUnavailable as exc:
-            raise StartupError(str(exc)) from None
-        return provider_from_config(
-            llm, base_url_override=base_url, model_override=embedded.model_name
         )
 
     async def stop(self, timeout_s: float = 30.0) -> None:

@@ -41,7 +41,7 @@ class ChannelSpec:
 
 
 def _http(deps: ChannelDeps) -> Channel:
-    from channels.http import HttpChannel
+    from channels.http.channel import HttpChannel
 
     return HttpChannel(
         deps.settings.http,

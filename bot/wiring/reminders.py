@@ -18,13 +18,14 @@ from bot.access import AccessRules
 from bot.commands.remind import RemindCommand
 from bot.commands.table import Commands
 from bot.config import Settings
-from core.messages import ChatKey, ChatType, InboundMessage
+from core.messages import ChatType, InboundMessage
 from core.reminders.scheduler import Gate, Lock, Scheduler, SchedulerOptions, owner_message
 from core.reminders.service import ReminderLimits, Reminders
 from core.turn.processor import MessageProcessor, ShuttingDown
 from memory.chat_settings_cache import CachedChatSettings
 from memory.reminders import Reminder
 from memory.store import SqlStorage
+from memory.types import ChatKey
 
 Clock = Callable[[], datetime]
 

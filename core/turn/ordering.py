@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-from core.messages import ChatKey
 from core.turn.fairness import FairLimiter
+from memory.types import ChatKey
 
 log = logging.getLogger(__name__)
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from cachetools import LRUCache
 
@@ -18,21 +17,20 @@ from core.inject import inject
 from core.llm import LLMError
 from core.media.attachments import SharedNotes
 from core.media.vision import NOT_DESCRIBED, ImageNotes
-from core.messages import ChatKey, InboundMessage
+from core.messages import InboundMessage
 from core.storage import Store
-from core.tools.loop import ToolLoop, TurnDraft
+from core.tools.loop import ToolLoop
 from core.tools.registry import ToolContext
 from core.turn.accepted import intake_draft, reply_for, restored_message
+from core.turn.compacting import BackgroundCompaction
 from core.turn.delivery import ChannelRoutes, Outbox
 from core.turn.ordering import ChatSerializer, ChatTicket, TaskTracker
 from core.turn.streaming import ReplyStream
-from core.usage.meter import UsageSubject
+from core.turn.turns import TurnFactory
 from memory.types import (
+    ChatKey,
     IntakeEntry,
     NewTurn,
-    Role,
-    Turn,
-    TurnKind,
 )
 
 log = logging.getLogger(__name__)
@@ -106,14 +104,14 @@ class MessageProcessor:
         self._options = options or ProcessorOptions()
         self._tool_loop = tool_loop
         self._read_images = read_images
-        self._compactor = compactor
         self._routes = routes
         self._outbox = Outbox(routes, store.intake)
-        self._summaries = TaskTracker("summary")
         self._serial = ChatSerializer(
             self._options.max_in_flight, self._options.max_in_flight_per_user
         )
         self._tasks = TaskTracker()
+        self._compaction = BackgroundCompaction(compactor, self._tasks)
+        self._turns = TurnFactory(counter)
         self._closing = False
         self._last_reports: LRUCache[ChatKey, ContextReport] = LRUCache(maxsize=REPORTS_KEPT)
 
@@ -285,7 +283,7 @@ class MessageProcessor:
             return
         async with self._tasks.track(), self._serial.turn(message.chat_key):
             content = inject(message.sender_name, message.sender_id, message.text, [])
-            await self._store.add_turn(self._user_turn(message, content, kind="context"))
+            await self._store.add_turn(self._turns.user(message, content, kind="context"))
 
     def last_report(self, platform: str, chat_id: str) -> ContextReport | None:
         """The context report of the chat's last answered turn (for `/context`)."""
@@ -318,7 +316,7 @@ class MessageProcessor:
         meta.update(shared.meta)
         # Stored: the short notes (later turns keep "sent report.pdf", not its text).
         stored = inject(*say, self._options.message_suffix, shared.short)
-        user_turn = self._user_turn(message, stored, kind="message", meta=meta)
+        user_turn = self._turns.user(message, stored, kind="message", meta=meta)
         found = await self._store.turn_material(
             message.platform,
             message.chat_id,
@@ -356,11 +354,13 @@ class MessageProcessor:
             log.warning("model call failed for %s: %s (%s)", message.chat_key, exc.kind, exc)
             apology = APOLOGY.get(exc.kind, GENERIC_APOLOGY)
             return await self._apologise(entry, message, user_turn, apology, stream)
-        turns = [user_turn, *(self._bot_turn(message, draft) for draft in result.drafts())]
+        turns = [user_turn, *(self._turns.bot(message, draft) for draft in result.drafts())]
         if not await self._store.settle(entry.id, turns, "answered"):
             return await self._answered_elsewhere(entry, message, late)
         # What fell out of this context: the oldest turns of the history it was given.
-        self._maybe_compact(message, found.history[: built.report.history_dropped], found.summary)
+        if not self._closing:
+            dropped = found.history[: built.report.history_dropped]
+            self._compaction.after_turn(message, dropped, found.summary)
         outbound = reply_for(message, result.reply, late=late)
         if self._speak is not None and not late:
             outbound = replace(
@@ -386,28 +386,7 @@ class MessageProcessor:
 
     async def settle(self) -> None:
         """Wait for background work (summaries being written) to finish."""
-        await self._summaries.idle()
-
-    def _maybe_compact(
-        self, message: InboundMessage, dropped: Sequence[Turn], summary: Turn | None
-    ) -> None:
-        """Fold the turns that fell out of this context into the chat's summary, later."""
-        if self._compactor is None or self._closing:
-            return
-        due = self._compactor.due(message.chat_key, dropped)
-        if not due:
-            return
-        self._summaries.spawn(
-            self._compact(message, due, summary), name=f"summary {message.chat_key}"
-        )
-
-    async def _compact(
-        self, message: InboundMessage, due: Sequence[Turn], summary: Turn | None
-    ) -> None:
-        assert self._compactor is not None
-        async with self._tasks.track():
-            who = UsageSubject.of(message)  # compaction is counted for the turn's sender
-            await self._compactor.fold(message.chat_key, message.chat_type.value, due, summary, who)
+        await self._compaction.idle()
 
     async def _persona(self, message: InboundMessage) -> str:
         if self._chat_persona is None:
@@ -420,42 +399,3 @@ class MessageProcessor:
         if self._read_images is None:
             return ImageNotes(notes=[NOT_DESCRIBED] * len(message.images))
         return await self._read_images(message)
-
-    def _user_turn(
-        self,
-        message: InboundMessage,
-        content: str,
-        kind: TurnKind,
-        meta: dict[str, Any] | None = None,
-    ) -> NewTurn:
-        return replace(
-            self._turn(message, "user", kind, content, meta or {}),
-            sender_id=message.sender_id,
-            sender_name=message.sender_name,
-            platform_message_id=message.message_id,
-            created_at=message.timestamp,
-            chat_title=message.chat_title,
-        )
-
-    def _bot_turn(self, message: InboundMessage, draft: TurnDraft) -> NewTurn:
-        return self._turn(message, draft.role, draft.kind, draft.content, dict(draft.meta))
-
-    def _turn(
-        self,
-        message: InboundMessage,
-        role: Role,
-        kind: TurnKind,
-        content: str,
-        meta: dict[str, Any],
-    ) -> NewTurn:
-        """A turn in `message`'s chat with its tokens counted; the user's adds its sender."""
-        return NewTurn(
-            platform=message.platform,
-            chat_id=message.chat_id,
-            chat_type=message.chat_type.value,
-            role=role,
-            kind=kind,
-            content=content,
-            token_count=self._counter.count(content),
-            meta=meta,
-        )

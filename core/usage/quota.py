@@ -17,9 +17,9 @@ from typing import Literal
 from cachetools import LRUCache
 
 from core.clock import WallClock, utc_now
-from core.messages import ChatKey, ChatType, InboundMessage
+from core.messages import ChatType, InboundMessage
 from core.storage import SpendReader
-from memory.types import DaySpend
+from memory.types import ChatKey, DaySpend
 
 NOTICE_EVERY = timedelta(hours=1)
 Scope = Literal["user", "group", "global"]

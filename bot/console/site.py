@@ -1,0 +1,20 @@
+"""The console with its pages: which pages there are is said here, once."""
+
+from __future__ import annotations
+
+from bot.console import chats, overview, people, reminders, settings
+from bot.console.page import ConsoleDeps, Page
+from bot.console.web import Console
+
+PAGES: tuple[Page, ...] = (
+    overview.add_routes,
+    chats.add_routes,
+    people.add_routes,
+    settings.add_routes,
+    reminders.add_routes,
+)
+
+
+def console_site(deps: ConsoleDeps, password: str) -> Console:
+    """The operator's console serving every page."""
+    return Console(deps, password, pages=PAGES)
