@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from bot.config import Settings
+from channels.http.chat_ids import GROUP, stored_group_id
 from core.messages import ChatType, InboundMessage
 from memory.chat_settings import ChatSettings
 from memory.types import ChatKey
@@ -65,7 +66,7 @@ class AccessRules:
         access = settings.access
         return cls(
             groups=access.groups,
-            allowed_groups=frozenset(ChatKey.parse(key) for key in access.allowed_groups),
+            allowed_groups=frozenset(_group_key(key) for key in access.allowed_groups),
             blocked_users=frozenset(access.blocked_users),
             private=access.private,
             allowed_users=frozenset(access.allowed_users),
@@ -116,3 +117,12 @@ class AccessRules:
         if not here.enabled:
             return Admission(False, "switched off by /bot off")
         return Admission(True, group.why)
+
+
+def _group_key(text: str) -> ChatKey:
+    """A configured group as the daemon stores it: HTTP groups live under `group:<id>`
+    (channels/http/chat_ids.py), so `http:team` and `http:group:team` are the same group."""
+    key = ChatKey.parse(text)
+    if key.platform == "http" and not key.chat_id.startswith(GROUP):
+        return ChatKey("http", stored_group_id(key.chat_id))
+    return key

@@ -233,7 +233,7 @@ class AccessConfig(Section):
     `/bot on|off` change it per group at run time, stored in the database)."""
 
     groups: Literal["all", "allowlist"] = "all"
-    allowed_groups: list[str] = []  # chat keys: telegram:-1001234, qq:group:123, http:team
+    allowed_groups: list[str] = []  # telegram:-1001234, qq:group:123, http:team (http:group:team)
     blocked_users: list[str] = []  # user keys, as in [bot] admins
     private: Literal["all", "allowlist", "off"] = "all"
     allowed_users: list[str] = []

@@ -303,6 +303,23 @@ class IntakeRow(ChatAddress, Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
+class ChatOwnerRow(Base):
+    """Who first used a chat id that callers name freely (HTTP threads): theirs alone.
+
+    `named_id` is the id as the caller named it; the row is written once, by the first
+    request (insert-if-absent), and never changes (memory/chat_owners.py, migration 0010).
+    """
+
+    __tablename__ = "chat_owners"
+    __table_args__ = (UniqueConstraint("platform", "named_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    platform: Mapped[str] = mapped_column(String(PLATFORM_LEN))
+    named_id: Mapped[str] = mapped_column(String(ID_LEN))
+    owner_id: Mapped[str] = mapped_column(String(ID_LEN))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
 # -- operator controls: per-chat switches and settings, and what the model costs --
 
 

@@ -398,6 +398,6 @@ async def test_http_allowlists_for_private_chats_and_groups(
             assert await say("app2", "now?", group="other") == "echo: [app2]: now?"
     assert len(await ignored(3)) == 3
     await nothing_stored(storage, "http", "app2")
-    other = await storage.recent_turns("http", "other", 10)
+    other = await storage.recent_turns("http", "group:other", 10)
     assert [t.content for t in other] == ["[app2]: now?", "echo: [app2]: now?"]
     assert "[app2]: hi all" not in content_text(chat.requests[-1]["messages"][-1]["content"])

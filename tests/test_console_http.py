@@ -34,6 +34,7 @@ from tests.console_support import (
 from tests.fakes.openai_server import FakeOpenAI
 
 GROUP = "room<script>"
+STORED_GROUP = f"group:{GROUP}"  # HTTP groups are stored apart from private chats
 USER = "u<1>"
 
 
@@ -56,14 +57,14 @@ def q(platform: str, ident: str) -> dict[str, str]:
 GET_PAGES = [
     ("/console/", None),
     ("/console/chats", None),
-    ("/console/chat", q("http", GROUP)),
+    ("/console/chat", q("http", STORED_GROUP)),
     ("/console/people", None),
     ("/console/person", q("http", USER)),
     ("/console/person/export", q("http", USER)),
     ("/console/settings", None),
 ]
 POST_FORMS = [
-    ("/console/chat/settings", {**q("http", GROUP), "action": "save"}),
+    ("/console/chat/settings", {**q("http", STORED_GROUP), "action": "save"}),
     ("/console/person/memory", {**q("http", USER), "action": "add", "text": "x"}),
     ("/console/sign-out", {}),
 ]
@@ -85,10 +86,10 @@ async def seed_hostile(run: Running) -> None:
             assert answered.status == 200, await answered.text()
     storage = run.app.storage
     assert storage is not None
-    title = NewTurn("http", GROUP, "group", "user", "context", "hi", 1, USER, chat_title=HOSTILE)
+    title = NewTurn("http", STORED_GROUP, "group", "user", "context", "hi", 1, USER, chat_title=HOSTILE)
     await storage.add_turn(title)
     await storage.add_memory("http", USER, HOSTILE, "http:admin")
-    await storage.chat_settings.update("http", GROUP, by="test", persona=HOSTILE)
+    await storage.chat_settings.update("http", STORED_GROUP, by="test", persona=HOSTILE)
 
 
 async def test_signed_out_pages_redirect_to_sign_in_and_forms_are_refused(
@@ -269,7 +270,7 @@ async def test_chat_settings_are_saved_and_reset_through_the_bot_commands_store(
         token = await sign_in(session, daemon.base)
         url = f"{daemon.base}/console/chat/settings"
         form = {
-            **q("http", GROUP),
+            **q("http", STORED_GROUP),
             "csrf": token,
             "action": "save",
             "allowed": "deny",
@@ -278,16 +279,16 @@ async def test_chat_settings_are_saved_and_reset_through_the_bot_commands_store(
         }  # "enabled" unticked: /bot off
         async with session.post(url, data=form) as saved:
             assert "Settings saved." in await saved.text()
-        now = await storage.chat_settings.get("http", GROUP)
+        now = await storage.chat_settings.get("http", STORED_GROUP)
         assert (now.enabled, now.allowed, now.persona) == (False, False, "speak like a pirate")
         assert now.wake_words == ("parrot", "Captain")
         assert now.updated_by == "console@127.0.0.1"
         async with session.post(url, data={**form, "wake_words": "/cmd"}) as refused:
             assert "Not saved: a wake word cannot start with /" in await refused.text()
-        reset = {**q("http", GROUP), "csrf": token, "action": "reset"}
+        reset = {**q("http", STORED_GROUP), "csrf": token, "action": "reset"}
         async with session.post(url, data=reset) as page:
             assert "back to the defaults" in await page.text()
-        after = await storage.chat_settings.get("http", GROUP)
+        after = await storage.chat_settings.get("http", STORED_GROUP)
         assert (after.persona, after.wake_words, after.enabled) == ("", (), False)
 
 
@@ -380,7 +381,7 @@ async def test_switching_a_group_off_in_the_console_silences_it_at_once(
         async with session.post(f"{daemon.base}/v1/chat", json=body) as first:
             assert (await first.json())["reply"] == "fine, thanks"
         token = await sign_in(session, daemon.base)
-        off = {**q("http", "g7"), "csrf": token, "action": "save", "allowed": "config"}
+        off = {**q("http", "group:g7"), "csrf": token, "action": "save", "allowed": "config"}
         async with session.post(f"{daemon.base}/console/chat/settings", data=off) as saved:
             assert "Settings saved." in await saved.text()
         asked = len(model.requests)

@@ -107,7 +107,7 @@ async def test_group_message_and_none_reply(http: Harness) -> None:
     status, body, _ = await http.post(group)
     assert (status, body) == (200, {"reply": None})
     [msg] = http.recorder.seen
-    assert msg.chat_type is ChatType.GROUP and msg.chat_id == "42" and msg.mentions_bot
+    assert msg.chat_type is ChatType.GROUP and msg.chat_id == "group:42" and msg.mentions_bot
 
 
 async def test_sender_name_is_cleaned_and_defaults_to_user_id(http: Harness) -> None:

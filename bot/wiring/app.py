@@ -54,7 +54,7 @@ from core.turn.recovery import Recovery, RecoveryOptions
 from core.usage.meter import UsageMeter, UsageRecorder
 from core.usage.quota import QuotaGuard, QuotaLimits
 from core.workspace.files import ensure_workspace
-from memory.chat_kinds import ChatKinds
+from memory.chat_owners import ChatOwners
 from memory.chat_settings_cache import CachedChatSettings
 from memory.store import SqlStorage
 from memory.types import ChatKey
@@ -256,7 +256,7 @@ class App:
             health_source=self.health,
             extra_health=self.extra_health,
             http_routes=(console.register,) if console is not None else (),
-            chat_kind=ChatKinds(path.storage.database).kind,
+            chat_owner=ChatOwners(path.storage.database).claim,
         )
         for spec in CHANNELS:
             if spec.enabled(settings, self.mode, deps):

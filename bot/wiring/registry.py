@@ -30,7 +30,7 @@ class ChannelDeps:
     # More routes on the HTTP channel's server (the operator's console), filled in by the App.
     http_routes: tuple[Callable[[Any], None], ...] = ()
     # The stored kind of a chat ("private"/"group"), so the HTTP API binds its chats.
-    chat_kind: Callable[[str, str], Awaitable[str | None]] | None = None
+    chat_owner: Callable[[str, str, str], Awaitable[str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def _http(deps: ChannelDeps) -> Channel:
         deps.health_source,
         extra_health=deps.extra_health,
         registrars=deps.http_routes,
-        chat_kind=deps.chat_kind,
+        chat_owner=deps.chat_owner,
     )
 
 

@@ -35,7 +35,7 @@ from channels.http.guard import cross_site_reason
 from channels.http.push import HttpPush
 from channels.http.request import PLATFORM, ChatRequest, RequestError, parse_chat_request
 from channels.http.server import ConnectionCap, body_deadline, descriptors, fitting_connections
-from core.messages import DeliveryError, OutboundMessage, Sent, TryLater
+from core.messages import ChatType, DeliveryError, OutboundMessage, Sent, TryLater
 
 log = logging.getLogger(__name__)
 
@@ -72,17 +72,18 @@ class HttpChannel(TextOnly):
         max_body_bytes: int = 64 * 1024,
         extra_health: Callable[[], Awaitable[dict[str, Any]]] | None = None,
         registrars: Sequence[RouteRegistrar] = (),
-        chat_kind: Callable[[str, str], Awaitable[str | None]] | None = None,
+        chat_owner: Callable[[str, str, str], Awaitable[str]] | None = None,
     ) -> None:
-        """`chat_kind(platform, chat_id)`: the stored chat's kind, so a group request
-        cannot name a private chat (nor the reverse); None: not checked (tests)."""
+        """`chat_owner(platform, named_id, user_id)`: the owner of a private chat id,
+        binding it to `user_id` when it has none (memory/chat_owners.py); None: private
+        thread ids are refused (no storage to bind them in)."""
         if max_body_bytes < 1:
             raise ValueError("max_body_bytes must be positive")
         self._config = config
         self._health_source = health_source
         self._extra_health = extra_health
         self._registrars = tuple(registrars)
-        self._chat_kind = chat_kind
+        self._chat_owner = chat_owner
         self._max_body = max_body_bytes
         self._token = config.token.get_secret_value().encode() if config.token else None
         # Reminders here go to `[http] push_url` (send() below), when it is set.
@@ -232,20 +233,30 @@ class HttpChannel(TextOnly):
         return web.json_response(body)
 
     async def _check_binding(self, chat: ChatRequest) -> None:
-        """403 when the named chat is stored as the other kind: a group request naming a
-        person's private chat would put that person's history in this caller's context."""
-        if self._chat_kind is None:
+        """403 when a private chat id names a thread another user opened first.
+
+        The sender's own chat is theirs whatever the table says (nobody can squat it: a
+        thread named like it is stored apart, see channels/http/chat_ids.py); naming it
+        binds it too, so nobody else can name it later. Groups need no binding: their
+        ids never meet a private one.
+        """
+        if chat.chat_type is not ChatType.PRIVATE:
             return
+        if self._chat_owner is None:
+            if chat.own_chat:
+                return
+            raise RequestError(403, "private chat_id other than user_id needs storage")
         try:
-            stored = await self._chat_kind(PLATFORM, chat.chat_id)
+            owner = await self._chat_owner(PLATFORM, chat.chat_id, chat.user_id)
         except Exception:
-            log.exception("could not read the kind of HTTP chat %s", chat.chat_id)
+            log.exception("could not read the owner of an HTTP chat")
             raise RequestError(503, "storage is unavailable; retry later") from None
-        if stored is None or stored == chat.chat_type.value:
-            return
-        if stored == "private":
-            raise RequestError(403, "chat_id names a private chat: it belongs to its user alone")
-        raise RequestError(403, "chat_id names a group chat: a private chat needs its own id")
+        if owner != chat.user_id and not chat.own_chat:
+            raise RequestError(
+                403,
+                "this private chat_id belongs to another user: pick another id "
+                "(or leave chat_id out for your own chat)",
+            )
 
     def _check_token(self, request: web.Request) -> web.Response | None:
         if self._token is None:

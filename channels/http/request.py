@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from channels.http.chat_ids import is_own_chat, stored_group_id, stored_private_id
 from core.inject import clean_name
 from core.messages import ChatType, InboundMessage
 
@@ -45,7 +46,8 @@ class RequestError(Exception):
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """A validated `POST /v1/chat` body."""
+    """A validated `POST /v1/chat` body; `chat_id` as the caller named it (the user's id
+    for their own private chat), `stored_chat_id` as the daemon keeps it."""
 
     user_id: str
     chat_id: str
@@ -56,10 +58,22 @@ class ChatRequest:
     mentions_bot: bool = False
     reply_to_bot: bool = False
 
+    @property
+    def own_chat(self) -> bool:
+        """The sender's own private chat (no other user can name it)."""
+        return self.chat_type is ChatType.PRIVATE and is_own_chat(self.user_id, self.chat_id)
+
+    @property
+    def stored_chat_id(self) -> str:
+        """Kinds kept apart: a group never shares an id with a person's chat or a thread."""
+        if self.chat_type is ChatType.GROUP:
+            return stored_group_id(self.chat_id)
+        return stored_private_id(self.user_id, self.chat_id)
+
     def to_inbound(self, request_id: str | None = None) -> InboundMessage:
         return InboundMessage(
             platform=PLATFORM,
-            chat_id=self.chat_id,
+            chat_id=self.stored_chat_id,
             chat_type=self.chat_type,
             sender_id=self.user_id,
             sender_name=self.sender_name,
@@ -114,12 +128,9 @@ def parse_chat_request(body: bytes) -> ChatRequest:
     if chat_type_raw not in ("private", "group"):
         raise RequestError(400, 'chat_type must be "private" or "group"')
     chat_type = ChatType(chat_type_raw)
+    # A private chat_id other than the user's own names a thread, bound to its first user
+    # (HttpChannel checks the binding before the message is accepted).
     chat_id = _id_field(data, "chat_id", required=chat_type is ChatType.GROUP)
-    if chat_type is ChatType.PRIVATE and chat_id is not None and chat_id != user_id:
-        # A private chat is one person's: its history reaches that person's model requests.
-        raise RequestError(
-            403, "a private chat belongs to its user: chat_id must equal user_id (or be left out)"
-        )
     text = data.get("text")
     if text is None:
         raise RequestError(400, "missing field: text")
