@@ -113,8 +113,12 @@ class HttpConfig(Section):
     max_connections: int = Field(512, ge=1, le=100_000)
     # Reminders and scheduled tasks in HTTP chats are POSTed here (channels/http/push.py).
     push_url: str | None = None
+    # The address browsers use when a reverse proxy serves the API or the console under a
+    # name of its own (https://bot.example.org): browsers' requests must name this server
+    # as it is bound (127.0.0.1, localhost) or as this says (channels/http/guard.py).
+    public_url: str | None = None
 
-    @field_validator("push_url")
+    @field_validator("push_url", "public_url")
     @classmethod
     def _push_url_is_http(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):

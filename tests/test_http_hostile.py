@@ -14,6 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from channels.http.guard import KnownHosts
 from channels.http.request import scoped_message_id
 from memory.types import ChatKey
 from tests.console_support import Running, client, console_settings, running, sign_in
@@ -77,6 +78,47 @@ async def test_a_web_page_cannot_drive_the_api(daemon: Running) -> None:
         own = daemon.base
         status, body = await post(session, daemon, command, Origin=own)
         assert status == 200 and "forgot 1" in body["reply"]
+
+
+async def test_a_rebinding_page_cannot_drive_the_api_or_the_console(daemon: Running) -> None:
+    """Issue 35.3: a page on rebind.example whose name now resolves to 127.0.0.1 is "same
+    origin" with the daemon as far as the browser knows (Origin and Host both name it).
+    Its requests are refused by the name it uses; integrations using a DNS name (no
+    Origin, no Sec-Fetch-*) and the operator's own browser on 127.0.0.1 still work."""
+    storage = daemon.app.storage
+    assert storage is not None
+    await storage.add_memory("http", "x2", "likes green tea", "test")
+    command = {"user_id": ADMIN, "chat_type": "private", "text": "/memory clear http:x2 confirm"}
+    port = daemon.base.rsplit(":", 1)[1]
+    rebound = f"rebind.example:{port}"
+    browser = {"Host": rebound, "Origin": f"http://{rebound}", "Sec-Fetch-Site": "same-origin"}
+    async with aiohttp.ClientSession() as session:
+        status, body = await post(session, daemon, command, **browser)
+        assert status == 403 and "DNS rebinding" in body["error"]
+        head = {"Host": rebound, "Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate"}
+        async with session.get(f"{daemon.base}/console/sign-in", headers=head) as page:
+            assert page.status == 403
+        assert [m.content for m in await storage.list_memories("http", "x2")] == ["likes green tea"]
+        hello = {"user_id": "app", "chat_type": "private", "text": "hi"}
+        status, _ = await post(session, daemon, hello, Host=f"chatterd:{port}")  # an integration
+        assert status == 200
+        own = {"Origin": daemon.base, "Sec-Fetch-Site": "same-origin"}
+        status, _ = await post(session, daemon, hello, **own)
+        assert status == 200
+        local = {"Host": f"localhost:{port}", "Origin": f"http://localhost:{port}"}
+        status, _ = await post(session, daemon, hello, **{**own, **local})
+        assert status == 200
+
+
+def test_known_hosts_follow_the_bound_address_and_public_url() -> None:
+    loopback = KnownHosts.of("127.0.0.1")
+    assert all(loopback.accepts(h) for h in ("127.0.0.1:8080", "localhost:8080", "[::1]:8080"))
+    assert not loopback.accepts("rebind.example:8080") and not loopback.accepts("10.0.0.5:8080")
+    everywhere = KnownHosts.of("0.0.0.0")
+    assert everywhere.accepts("10.0.0.5:8080") and not everywhere.accepts("rebind.example")
+    proxied = KnownHosts.of("127.0.0.1", "https://Bot.Example.org/")
+    assert proxied.accepts("bot.example.org") and proxied.accepts("bot.example.org.:443")
+    assert not proxied.accepts("example.org")
 
 
 # -- 4. the dedup key is (user, chat, message id) ----------------------------------------

@@ -31,7 +31,7 @@ from aiohttp import web
 
 from channels.base import ChannelHealth, MessageHandler, TextOnly
 from channels.config import HttpConfig
-from channels.http.guard import cross_site_reason
+from channels.http.guard import KnownHosts, cross_site_reason, foreign_host_reason
 from channels.http.push import HttpPush
 from channels.http.request import PLATFORM, ChatRequest, RequestError, parse_chat_request
 from channels.http.server import ConnectionCap, body_deadline, descriptors, fitting_connections
@@ -105,7 +105,11 @@ class HttpChannel(TextOnly):
         config = self._config
         app = web.Application(
             client_max_size=self._max_body,
-            middlewares=[_json_errors, body_deadline(config.body_timeout_s)],
+            middlewares=[
+                _json_errors,
+                known_hosts_only(KnownHosts.of(config.host, config.public_url)),
+                body_deadline(config.body_timeout_s),
+            ],
         )
         app.router.add_post("/v1/chat", self._chat)
         app.router.add_get("/healthz", self._healthz)
@@ -301,3 +305,19 @@ async def _json_errors(
 def _allow_header(exc: web.HTTPException) -> Mapping[str, str] | None:
     allow = exc.headers.get("Allow")
     return {"Allow": allow} if allow else None
+
+
+def known_hosts_only(known: KnownHosts) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """403 for a browser's request naming a host this server is not known as (DNS
+    rebinding), on every route: the API, /healthz and the console alike."""
+
+    @web.middleware
+    async def guard(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        foreign = foreign_host_reason(request, known)
+        if foreign is not None:
+            return _error(403, f"refused: {foreign}")
+        return await handler(request)
+
+    return guard
