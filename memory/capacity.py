@@ -6,6 +6,10 @@ chat in flight for its chat lock. Two replicas at the defaults asked a default s
 random points of random turns, and messages were left half-done: accepted but never
 answered, or answered and sent again. Checking at start turns that into one line and
 exit status 2 before anything is accepted.
+
+The check does not trust `[storage] replicas` alone: each daemon names its sessions
+`chatterd/<schema>/<replica>` (memory/migrate.py), so a starting replica counts the
+others already using the database and budgets for at least that many.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import text
 
-from memory.migrate import Database
+from memory.migrate import Database, application_name
 
 _LIMITS = text(
     "SELECT current_setting('max_connections')::int, "
@@ -56,12 +60,32 @@ async def server_limit(database: Database) -> ServerLimit:
     return ServerLimit(max_connections=int(row[0]), reserved=int(row[1]) + int(row[2]))
 
 
-def budget_problem(budget: ConnectionBudget, limit: ServerLimit) -> str | None:
-    """One line naming the keys when the budget does not fit, else None."""
+_OTHERS = text(
+    "SELECT count(DISTINCT application_name) FROM pg_stat_activity "
+    "WHERE application_name LIKE :prefix AND application_name <> :own"
+)
+
+
+async def other_replicas(database: Database) -> int:
+    """How many other daemons use this database (and schema) now, by their sessions."""
+    target = database.target
+    prefix = application_name(target).replace("%", r"\%").replace("_", r"\_") + "/%"
+    own = application_name(target, database.replica)
+    query = _OTHERS.bindparams(prefix=prefix, own=own)
+    return int(await database.read(lambda conn: conn.execute(query).scalar_one()))
+
+
+def budget_problem(budget: ConnectionBudget, limit: ServerLimit, others: int = 0) -> str | None:
+    """One line naming the keys when the budget does not fit, else None. `others`: the
+    replicas already running, which may be more than `[storage] replicas` says."""
+    seen = others + 1
+    if seen > budget.replicas:
+        budget = ConnectionBudget(seen, budget.pool_size, budget.lock_pool_size)
     if budget.total <= limit.usable:
         return None
+    running = f" ({others} other replica(s) already use this database)" if others else ""
     return (
-        f"storage: {budget.replicas} replica(s) x {budget.per_replica} connections "
+        f"storage: {budget.replicas} replica(s){running} x {budget.per_replica} connections "
         f"([storage] pool_size {budget.pool_size} + [bot] max_in_flight "
         f"{budget.lock_pool_size}) = {budget.total} do not fit PostgreSQL max_connections "
         f"{limit.max_connections} ({limit.usable} after {limit.reserved} reserved); lower "

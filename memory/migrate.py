@@ -136,12 +136,18 @@ def _sqlite_engine(target: Target, role: SqliteRole, pool_size: int) -> Engine:
     return engine
 
 
+def application_name(target: Target, replica: str | None = None) -> str:
+    """How our sessions are named in pg_stat_activity: `chatterd/<schema>`, and a daemon's
+    `chatterd/<schema>/<replica>`, so each replica can count the others (capacity.py)
+    and an operator (or a fault test) can find them."""
+    base = f"chatterd/{target.search_path or 'public'}"
+    return f"{base[:50]}/{replica}" if replica else base[:63]
+
+
 def _postgres_engine(
-    target: Target, pool_size: int, max_overflow: int, **options: Any
+    target: Target, pool_size: int, max_overflow: int, replica: str | None = None, **options: Any
 ) -> AsyncEngine:
-    # The application name lets an operator (or a fault test) find our sessions in
-    # pg_stat_activity; with a schema it names the schema too.
-    settings = {"application_name": f"chatterd/{target.search_path or 'public'}"[:63]}
+    settings = {"application_name": application_name(target, replica)}
     if target.search_path:
         settings["search_path"] = target.search_path
     connect_args: dict[str, Any] = {"server_settings": settings}
@@ -161,8 +167,17 @@ class Database:
     `lock_pool_size` > 0 (PostgreSQL only) keeps that many connections for advisory locks.
     """
 
-    def __init__(self, target: Target, *, pool_size: int = 20, lock_pool_size: int = 0) -> None:
+    def __init__(
+        self,
+        target: Target,
+        *,
+        pool_size: int = 20,
+        lock_pool_size: int = 0,
+        replica: str | None = None,
+    ) -> None:
+        """`replica`: a daemon's own name among the replicas sharing the database."""
         self.target = target
+        self.replica = replica
         self.dialect = "sqlite" if target.is_sqlite else "postgresql"
         self._closed = False
         self._locker: AsyncEngine | None = None
@@ -175,12 +190,17 @@ class Database:
             )
             return
         # No overflow: the pool is exactly what the connection budget counted (capacity.py).
-        self._engine = _postgres_engine(target, pool_size, max_overflow=0)
+        self._engine = _postgres_engine(target, pool_size, max_overflow=0, replica=replica)
         self._autocommit = self._engine.execution_options(isolation_level="AUTOCOMMIT")
         if lock_pool_size > 0:
             # Locks wait as long as a turn may take; the pool bounds connections held.
             self._locker = _postgres_engine(
-                target, lock_pool_size, 0, isolation_level="AUTOCOMMIT", pool_timeout=300
+                target,
+                lock_pool_size,
+                0,
+                replica=replica,
+                isolation_level="AUTOCOMMIT",
+                pool_timeout=300,
             )
 
     @staticmethod

@@ -323,14 +323,18 @@ async def open_storage(
     lock_pool_size: int = LOCK_POOL_SIZE,
     pool_size: int = POOL_SIZE,
     before_migrate: Callable[[Database], Awaitable[None]] | None = None,
+    replica: str | None = None,
 ) -> SqlStorage:
     """Open (and by default migrate) the database at `url`.
 
     `lock_pool_size` bounds the PostgreSQL connections chat_lock holds at once; keep the
     daemon's number of chats in flight at or below it; `pool_size` bounds the others.
-    `before_migrate(database)` runs first (the daemon checks the connection budget).
+    `before_migrate(database)` runs first (the daemon checks the connection budget);
+    `replica` names a daemon among the others sharing a PostgreSQL database.
     """
-    database = Database(parse_url(url), pool_size=pool_size, lock_pool_size=lock_pool_size)
+    database = Database(
+        parse_url(url), pool_size=pool_size, lock_pool_size=lock_pool_size, replica=replica
+    )
     try:
         if before_migrate is not None:
             await before_migrate(database)

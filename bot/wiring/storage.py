@@ -8,10 +8,11 @@ when they cannot fit, is storage policy; the composition root only asks for a st
 from __future__ import annotations
 
 import logging
+import uuid
 
 from bot.config import Settings
 from bot.errors import StartupError
-from memory.capacity import ConnectionBudget, budget_problem, server_limit
+from memory.capacity import ConnectionBudget, budget_problem, other_replicas, server_limit
 from memory.migrate import Database, upgrade_in_child
 from memory.store import SqlStorage, open_storage
 
@@ -30,12 +31,14 @@ async def open_daemon_storage(settings: Settings) -> SqlStorage:
         lock_pool_size=settings.bot.max_in_flight,
         pool_size=settings.storage.pool_size,
         before_migrate=check,
+        replica=uuid.uuid4().hex[:12],  # how the other replicas see this one
     )
 
 
 async def check_connection_budget(settings: Settings, database: Database) -> None:
-    """PostgreSQL: stop at start (exit 2, one line) when the configured replicas'
-    pools cannot fit the server's max_connections (memory/capacity.py)."""
+    """PostgreSQL: stop at start (exit 2, one line) when the replicas' pools cannot fit
+    the server's max_connections: as many as `[storage] replicas` says, or as many as are
+    already running plus this one, whichever is more (memory/capacity.py)."""
     if database.dialect != "postgresql":
         return
     budget = ConnectionBudget(
@@ -44,13 +47,17 @@ async def check_connection_budget(settings: Settings, database: Database) -> Non
         lock_pool_size=settings.bot.max_in_flight,
     )
     limit = await server_limit(database)
-    problem = budget_problem(budget, limit)
+    others = await other_replicas(database)
+    problem = budget_problem(budget, limit, others)
     if problem is not None:
         raise StartupError(problem)
+    replicas = max(budget.replicas, others + 1)
     log.info(
-        "storage: up to %d connections per replica, %d for %d replica(s) of %d usable",
+        "storage: up to %d connections per replica, %d for %d replica(s) of %d usable "
+        "(%d other replica(s) running now)",
         budget.per_replica,
-        budget.total,
-        budget.replicas,
+        replicas * budget.per_replica,
+        replicas,
         limit.usable,
+        others,
     )

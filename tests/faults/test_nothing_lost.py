@@ -353,7 +353,8 @@ async def _terminate_backends(database_url: str) -> int:
             result = await conn.execute(
                 text(
                     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                    "WHERE application_name = :name AND pid <> pg_backend_pid()"
+                    "WHERE (application_name = :name OR application_name LIKE :name || '/%') "
+                    "AND pid <> pg_backend_pid()"
                 ),
                 {"name": name},
             )

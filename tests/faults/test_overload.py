@@ -86,6 +86,52 @@ async def test_replicas_that_cannot_fit_the_server_refuse_to_start(
     assert "Traceback" not in err.decode()
 
 
+async def test_a_second_replica_that_forgot_the_replicas_setting_refuses_to_start(
+    tmp_path: Path, database_url: str, model: FakeOpenAI
+) -> None:
+    """Issue 35.4: `[storage] replicas` left at 1 on both. The first replica fits the
+    server alone; the second sees the first's sessions, counts two, does not fit, and
+    stops in one line before accepting anything. The first keeps answering."""
+    _postgres_only(database_url)
+    usable = await _usable_connections(database_url)
+    # One replica takes a little over half of what the server allows.
+    sizing = {"CHATTERD_STORAGE__POOL_SIZE": "4",
+              "CHATTERD_BOT__MAX_IN_FLIGHT": str(usable // 2 + 2 - 4)}  # fmt: skip
+    first_env = daemon_env(
+        tmp_path, storage_url=database_url, model_url=model.base_url,
+        http_port=free_port(), extra=sizing,
+    )  # fmt: skip
+    first = Daemon(first_env, tmp_path / "first.log", int(first_env["CHATTERD_HTTP__PORT"]))
+    try:
+        await first.start(within_s=90)
+        second_env = {**first_env, "CHATTERD_HTTP__PORT": str(free_port())}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot.cli", "run",
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=second_env, cwd=str(ROOT),
+        )  # fmt: skip
+        _, err = await asyncio.wait_for(proc.communicate(), 90)
+        assert proc.returncode == 2, err.decode()
+        last = err.decode().strip().splitlines()[-1]
+        assert last.startswith("chatterd: storage: 2 replica(s) (1 other replica(s)"), last
+        assert "Traceback" not in err.decode()
+        body = {"user_id": "u1", "chat_type": "private", "text": "still there?"}
+        status, answer = await first.post_chat(body)
+        assert status == 200 and answer["reply"] == "answer to u1"
+    finally:
+        await first.close()
+
+
+async def _usable_connections(database_url: str) -> int:
+    from memory.capacity import server_limit
+
+    database = Database(parse_url(database_url), pool_size=1)
+    try:
+        return (await server_limit(database)).usable
+    finally:
+        await database.close()
+
+
 class Burst:
     """Counts what every HTTP client saw."""
 
