@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from memory.types import InChat
 
@@ -84,6 +84,39 @@ class InboundMessage(InChat):
     def sender_key(self) -> str:
         """Long-term memory is keyed by (platform, user)."""
         return f"{self.platform}:{self.sender_id}"
+
+
+class StoredChat(Protocol):
+    """A stored record's chat: an accepted message (IntakeEntry), a reminder."""
+
+    @property
+    def platform(self) -> str: ...
+
+    @property
+    def chat_id(self) -> str: ...
+
+    @property
+    def chat_type(self) -> str: ...
+
+    @property
+    def thread_id(self) -> str | None: ...
+
+
+def message_in(
+    where: StoredChat, sender_id: str, sender_name: str, text: str, **more: Any
+) -> InboundMessage:
+    """A message rebuilt in a stored chat (an accepted message after a restart, a
+    reminder as its owner's message): the chat's address, kind and thread as stored."""
+    return InboundMessage(
+        platform=where.platform,
+        chat_id=where.chat_id,
+        chat_type=ChatType(where.chat_type),
+        sender_id=sender_id,
+        sender_name=sender_name,
+        text=text,
+        thread_id=where.thread_id,
+        **more,
+    )
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from core.messages import ChatType, DeliveryError, InboundMessage, OutboundMessage, Sent
+from core.messages import ChatType, DeliveryError, InboundMessage, OutboundMessage, Sent, message_in
 from core.reminders.service import late_note
 from core.reminders.when import Schedule
 from core.turn.accepted import SCHEDULED_PREFIX
@@ -84,15 +84,8 @@ def owner_message(reminder: Reminder) -> InboundMessage:
     """The reminder as its owner's message in its chat, addressed to the bot: what the
     access rules judge before a delivery, and a scheduled task's turn (with its run's id
     and time added by the scheduler)."""
-    return InboundMessage(
-        platform=reminder.platform,
-        chat_id=reminder.chat_id,
-        chat_type=ChatType(reminder.chat_type),
-        sender_id=reminder.owner_id,
-        sender_name=reminder.owner_name,
-        text=reminder.text,
-        mentions_bot=True,
-        thread_id=reminder.thread_id,
+    return message_in(
+        reminder, reminder.owner_id, reminder.owner_name, reminder.text, mentions_bot=True
     )
 
 

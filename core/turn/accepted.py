@@ -11,6 +11,7 @@ from core.messages import (
     InboundMessage,
     OutboundMessage,
     Person,
+    message_in,
 )
 from core.turn.delivery import ChannelRoutes
 from memory.types import IntakeDraft, IntakeEntry
@@ -48,13 +49,11 @@ def restored_message(entry: IntakeEntry, routes: ChannelRoutes | None) -> Inboun
     """The accepted message rebuilt for recovery; images come back through their channel."""
     images = tuple(_restore(entry, item, routes) for item in entry.payload.get("images", []))
     reply_to_sender = entry.payload.get("reply_to_sender_id")
-    return InboundMessage(
-        platform=entry.platform,
-        chat_id=entry.chat_id,
-        chat_type=ChatType(entry.chat_type),
-        sender_id=entry.sender_id,
-        sender_name=entry.sender_name,
-        text=entry.text,
+    return message_in(
+        entry,
+        entry.sender_id,
+        entry.sender_name,
+        entry.text,
         images=images,
         attachments=tuple(
             _restore_attachment(entry, item, routes)
@@ -64,7 +63,6 @@ def restored_message(entry: IntakeEntry, routes: ChannelRoutes | None) -> Inboun
         reply_text=_str(entry.payload.get("reply_text")),
         reply_to_sender_id=str(reply_to_sender) if reply_to_sender is not None else None,
         message_id=entry.platform_message_id,
-        thread_id=entry.thread_id,
         timestamp=entry.received_at,
     )
 
