@@ -29,6 +29,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from memory.chat_settings import ChatSettingsStore
 from memory.ids import CACHE_SIZE, RowIds, TxIds
 from memory.intake import AfterWrite, IntakeConflict, IntakeStore, claim_in, settle_in
+from memory.jobs import JobStore
 from memory.memories import MemoryRows
 from memory.migrate import Database, head_revision, parse_url, revision_of, upgrade_connection
 from memory.models import NAME_LEN, Chat, TurnRow, check_turn, clean_text, utc
@@ -74,6 +75,7 @@ class SqlStorage:
         self.usage = UsageStore(database)  # token counters: /usage, quotas, the console
         self.tool_calls = ToolCallStore(database)  # MCP tool calls: usage, the console
         self.reminders = ReminderStore(database)  # /remind, /schedule (migration 0009)
+        self.jobs = JobStore(database)  # work that outlives a turn (migration 0011)
         self._ids = RowIds(database, cache_size=cache_size)
         self._memory = MemoryRows(database, self._ids)
         self._reads = TurnReads(database, self._ids)

@@ -1,0 +1,267 @@
+"""The one durable job runner: claims jobs, runs their handlers, sends each outcome once.
+
+Why one runner: pictures, background tasks and documents being indexed all take minutes,
+and each must end exactly once in the chat that asked, across kill -9 and replicas. The
+rules live here once:
+
+- a job is claimed by one process under a lease (memory/jobs.py) and the lease is renewed
+  while its handler works; a handler whose lease is lost (cancelled, or taken over after a
+  stall) is stopped;
+- a handler may store checkpoints (`JobContext.checkpoint`): a job claimed again after its
+  process died resumes from there, up to `max_attempts`;
+- a handler that raises is retried (its lease is let go) until its attempts are spent,
+  then the chat is told in one line;
+- the outcome is stored before it is sent (`finish`), sent through the one door
+  (`Outbox.send_proactive`), then marked delivered; an outcome stored but not sent (the
+  process died in between) is sent by the next pass of any runner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+from typing import Any, Literal, Protocol
+
+from core.clock import WallClock, utc_now
+from core.messages import DeliveryError, OutboundMessage, Sent
+from memory.job_types import Job
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LEASE_S = 60.0
+
+
+class JobLost(Exception):
+    """The job is no longer this runner's (cancelled, or claimed by another after a stall)."""
+
+
+class JobQueue(Protocol):
+    """The job store's methods the runner uses (memory.jobs.JobStore)."""
+
+    async def claim(
+        self, worker: str, now: datetime, lease_s: float, kinds: Sequence[str]
+    ) -> Job | None: ...
+
+    async def renew(self, job: Job, worker: str, now: datetime, lease_s: float) -> bool: ...
+
+    async def checkpoint(self, job: Job, worker: str, progress: dict[str, Any]) -> bool: ...
+
+    async def release(self, job: Job, worker: str, *, refund: bool = False) -> bool: ...
+
+    async def finish(
+        self,
+        job: Job,
+        worker: str,
+        state: str,
+        outcome: str,
+        *,
+        result: dict[str, Any] | None = None,
+        cost_tokens: int = 0,
+    ) -> bool: ...
+
+    async def give_up(self, job: Job, now: datetime, outcome: str) -> bool: ...
+
+    async def spent(self, now: datetime, limit: int = 20) -> list[Job]: ...
+
+    async def undelivered(self, limit: int = 20) -> list[Job]: ...
+
+    async def delivered(self, job: Job, now: datetime) -> bool: ...
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """How a job ended: the text its chat is sent, and what to keep of it."""
+
+    text: str
+    state: Literal["done", "failed"] = "done"
+    result: dict[str, Any] = field(default_factory=dict)
+    cost_tokens: int = 0
+
+
+class JobContext:
+    """What a handler is handed besides its job: where it got to, and how to say so."""
+
+    def __init__(self, queue: JobQueue, job: Job, worker: str) -> None:
+        self.job = job
+        self.progress: dict[str, Any] = dict(job.progress)
+        self._queue = queue
+        self._worker = worker
+
+    async def checkpoint(self, **progress: Any) -> None:
+        """Store how far the job got; a later attempt starts with it in `progress`.
+        Raises JobLost when the job is no longer this runner's."""
+        self.progress.update(progress)
+        if not await self._queue.checkpoint(self.job, self._worker, self.progress):
+            raise JobLost(f"job #{self.job.id} is no longer ours")
+
+
+JobHandler = Callable[[Job, JobContext], Coroutine[Any, Any, JobOutcome]]
+Send = Callable[[OutboundMessage], Awaitable[Sent]]
+
+
+def outcome_message(job: Job, text: str) -> OutboundMessage:
+    """A job's outcome in its chat: in a group it answers the message that asked."""
+    group = job.chat_type == "group"
+    return OutboundMessage(
+        platform=job.platform,
+        chat_id=job.chat_id,
+        text=text,
+        reply_to_message_id=job.origin_message_id if group else None,
+        thread_id=job.thread_id,
+        mention_user_id=job.requester_id if group and not job.origin_message_id else None,
+    )
+
+
+class JobRunner:
+    """`run(stop)` is the background loop; `tick()` one pass (tests call it directly)."""
+
+    def __init__(
+        self,
+        queue: JobQueue,
+        handlers: Mapping[str, JobHandler],
+        send: Send,
+        *,
+        worker: str,
+        max_running: int = 2,
+        lease_s: float = DEFAULT_LEASE_S,
+        interval_s: float = 1.0,
+        clock: WallClock = utc_now,
+    ) -> None:
+        self._queue = queue
+        self._handlers = dict(handlers)
+        self._send = send
+        self._worker = worker
+        self._max_running = max(1, max_running)
+        self._lease_s = lease_s
+        self._interval_s = interval_s
+        self._clock = clock
+        self._running: dict[int, asyncio.Task[None]] = {}
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    async def tick(self) -> int:
+        """Send stored outcomes, close jobs whose attempts are spent, start what fits.
+        Returns how many jobs were started."""
+        await self._deliver_stored()
+        await self._close_spent()
+        started = 0
+        while self._handlers and len(self._running) < self._max_running:
+            job = await self._queue.claim(
+                self._worker, self._clock(), self._lease_s, tuple(self._handlers)
+            )
+            if job is None:
+                break
+            task = asyncio.create_task(self._run(job), name=f"job {job.id} ({job.kind})")
+            self._running[job.id] = task
+            task.add_done_callback(partial(self._ended, job.id))
+            started += 1
+        return started
+
+    def _ended(self, job_id: int, _task: asyncio.Task[None]) -> None:
+        self._running.pop(job_id, None)
+
+    async def idle(self) -> None:
+        """Wait for the jobs running now (tests)."""
+        while self._running:
+            await asyncio.gather(*self._running.values(), return_exceptions=True)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Pass every `interval_s` until `stop`; then stop the running jobs (they are
+        claimed again, from their checkpoints, after their lease)."""
+        while not stop.is_set():
+            try:
+                await self.tick()
+            except Exception:
+                log.exception("jobs: a pass failed; trying again")
+            try:
+                await asyncio.wait_for(stop.wait(), self._interval_s)
+            except TimeoutError:
+                pass
+        for task in list(self._running.values()):
+            task.cancel()
+        await asyncio.gather(*self._running.values(), return_exceptions=True)
+
+    async def _run(self, job: Job) -> None:
+        handler = self._handlers[job.kind]
+        context = JobContext(self._queue, job, self._worker)
+        work = asyncio.create_task(handler(job, context))
+        keeper = asyncio.create_task(self._keep_lease(job, work))
+        try:
+            outcome = await work
+        except JobLost:
+            log.info("jobs: #%d (%s) is no longer ours; stopped", job.id, job.kind)
+            return
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                # The runner is stopping: let the job go now, at no cost to its attempts.
+                await asyncio.shield(self._queue.release(job, self._worker, refund=True))
+                raise
+            log.info("jobs: #%d (%s) was cancelled or taken over; stopped", job.id, job.kind)
+            return
+        except Exception as exc:
+            await self._failed(job, exc)
+            return
+        finally:
+            keeper.cancel()
+        if await self._queue.finish(
+            job,
+            self._worker,
+            outcome.state,
+            outcome.text,
+            result=outcome.result,
+            cost_tokens=outcome.cost_tokens,
+        ):
+            await self._deliver(job, outcome.text)
+
+    async def _keep_lease(self, job: Job, work: asyncio.Task[JobOutcome]) -> None:
+        while not work.done():
+            await asyncio.sleep(self._lease_s / 3)
+            if not await self._queue.renew(job, self._worker, self._clock(), self._lease_s):
+                work.cancel()  # cancelled, or another runner took it over
+                return
+
+    async def _failed(self, job: Job, exc: Exception) -> None:
+        reason = f"{type(exc).__name__}: {exc}"[:200]
+        if job.attempts < job.max_attempts:
+            log.warning(
+                "jobs: #%d (%s) failed (%s); it will be tried again", job.id, job.kind, reason
+            )
+            await self._queue.release(job, self._worker)
+            return
+        log.error("jobs: #%d (%s) failed for good: %s", job.id, job.kind, reason)
+        text = f"Sorry, job #{job.id} ({job.kind}) could not be finished: {exc}"[:300]
+        if await self._queue.finish(job, self._worker, "failed", text):
+            await self._deliver(job, text)
+
+    async def _close_spent(self) -> None:
+        now = self._clock()
+        for job in await self._queue.spent(now):
+            text = (
+                f"Sorry, job #{job.id} ({job.kind}) could not be finished: it was "
+                f"interrupted {job.attempts} times."
+            )
+            if await self._queue.give_up(job, now, text):
+                log.error(
+                    "jobs: #%d (%s) interrupted %d times; given up", job.id, job.kind, job.attempts
+                )
+
+    async def _deliver_stored(self) -> None:
+        for job in await self._queue.undelivered():
+            if job.id not in self._running and job.outcome is not None:
+                await self._deliver(job, job.outcome)
+
+    async def _deliver(self, job: Job, text: str) -> None:
+        try:
+            await self._send(outcome_message(job, text))
+        except DeliveryError as exc:
+            log.warning("jobs: #%d's outcome not delivered yet (%s); trying again", job.id, exc)
+            return
+        # <- the one-write window: sent, not yet marked (memory/jobs.py)
+        await self._queue.delivered(job, self._clock())

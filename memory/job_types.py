@@ -1,0 +1,69 @@
+"""Durable jobs as the core sees them: plain dataclasses, no SQLAlchemy.
+
+Why apart from memory/jobs.py: the core's runner (core/jobs/) reads these types, and
+importing the core must not load a storage implementation (the store is a seam).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from memory.types import InChat
+
+# queued -> running -> done | failed | cancelled; a running job whose lease ran out (its
+# process died) is claimed again, up to max_attempts.
+JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
+FINISHED = ("done", "failed", "cancelled")
+
+
+class JobRefused(ValueError):
+    """A job that is not stored; str() is one line safe to show the person."""
+
+
+@dataclass(frozen=True)
+class JobDraft:
+    """What a job is asked to do, by whom, and where its result goes."""
+
+    kind: str
+    platform: str
+    chat_id: str
+    chat_type: str
+    requester_id: str
+    requester_name: str
+    args: dict[str, Any] = field(default_factory=dict)
+    thread_id: str | None = None
+    origin_message_id: str | None = None
+    max_attempts: int = 3
+
+
+@dataclass(frozen=True)
+class Job(InChat):
+    id: int
+    kind: str
+    platform: str
+    chat_id: str
+    chat_type: str
+    thread_id: str | None
+    requester_id: str
+    requester_name: str
+    origin_message_id: str | None
+    args: dict[str, Any]
+    state: str
+    attempts: int
+    max_attempts: int
+    claimed_by: str | None
+    lease_until: datetime | None
+    progress: dict[str, Any]
+    outcome: str | None  # the one line or answer the chat is sent when the job ends
+    result: dict[str, Any]
+    cost_tokens: int
+    delivered_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+    @property
+    def requester_key(self) -> str:
+        return f"{self.platform}:{self.requester_id}"

@@ -1,0 +1,249 @@
+"""Durable jobs in the database: add, claim with a lease, renew, checkpoint, finish,
+deliver once, cancel, list.
+
+Why a lease and conditional writes: several processes (replicas, or a restarted one)
+look at the same queued job; exactly one may run it. A claim is one `UPDATE ... WHERE
+id = ? AND (state = 'queued' OR (state = 'running' AND lease_until < now))`, so one wins
+on SQLite and PostgreSQL alike. The winner renews its lease while it works; a process
+killed mid-way stops renewing, and after the lease another claims the job again (up to
+`max_attempts`, resuming from its last `progress` checkpoint). The outcome is stored
+before it is sent and `delivered_at` is set right after the send, so an outcome is sent
+once (a crash in the instant between the send and that write sends it again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, and_, func, insert, or_, select, update
+
+from memory.job_types import FINISHED, Job, JobDraft, JobRefused
+from memory.migrate import Database
+from memory.models import NAME_LEN, JobRow, check_key, clean_text, utcnow
+
+__all__ = ["Job", "JobDraft", "JobRefused", "JobStore"]
+
+_COLUMNS = tuple(getattr(JobRow, name) for name in Job.__dataclass_fields__)
+
+
+def _job(row: Any) -> Job:
+    return Job(*row)
+
+
+class JobStore:
+    """The jobs table over a `Database`; each method is one transaction or one read."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def add(self, draft: JobDraft, *, max_pending_per_user: int = 0) -> Job:
+        """Store a queued job; JobRefused (nothing stored) when its requester already has
+        `max_pending_per_user` jobs queued or running (0: no limit)."""
+        check_key("job chat", draft.platform, draft.chat_id)
+        check_key("job requester", draft.platform, draft.requester_id)
+        now = utcnow()
+        values = {
+            "kind": draft.kind,
+            "platform": draft.platform,
+            "chat_id": draft.chat_id,
+            "chat_type": draft.chat_type,
+            "thread_id": draft.thread_id,
+            "requester_id": draft.requester_id,
+            "requester_name": clean_text(draft.requester_name)[:NAME_LEN],
+            "origin_message_id": draft.origin_message_id,
+            "args": dict(draft.args),
+            "state": "queued",
+            "attempts": 0,
+            "max_attempts": max(1, draft.max_attempts),
+            "progress": {},
+            "result": {},
+            "cost_tokens": 0,
+            "created_at": now,
+            "updated_at": now,
+        }
+        pending = select(func.count()).where(
+            JobRow.platform == draft.platform,
+            JobRow.requester_id == draft.requester_id,
+            JobRow.state.in_(("queued", "running")),
+        )
+
+        def write(conn: Connection) -> int:
+            if max_pending_per_user and conn.execute(pending).scalar_one() >= max_pending_per_user:
+                raise JobRefused(
+                    f"you already have {max_pending_per_user} jobs waiting or running "
+                    "([jobs] max_per_user); wait for one to finish"
+                )
+            return int(
+                conn.execute(insert(JobRow).values(**values).returning(JobRow.id)).scalar_one()
+            )
+
+        job_id = await self._db.write(write)
+        job = await self.get(job_id)
+        assert job is not None
+        return job
+
+    async def get(self, job_id: int) -> Job | None:
+        query = select(*_COLUMNS).where(JobRow.id == job_id)
+        row = await self._db.read(lambda conn: conn.execute(query).first())
+        return _job(row) if row is not None else None
+
+    async def listing(
+        self, platform: str, chat_id: str, *, requester_id: str | None = None, limit: int = 20
+    ) -> list[Job]:
+        """A chat's jobs, newest first (only one requester's when named)."""
+        where = [JobRow.platform == platform, JobRow.chat_id == chat_id]
+        if requester_id is not None:
+            where.append(JobRow.requester_id == requester_id)
+        query = select(*_COLUMNS).where(*where).order_by(JobRow.id.desc()).limit(limit)
+        rows = await self._db.read(lambda conn: conn.execute(query).all())
+        return [_job(row) for row in rows]
+
+    async def claim(
+        self, worker: str, now: datetime, lease_s: float, kinds: Sequence[str]
+    ) -> Job | None:
+        """The oldest job of `kinds` that is queued, or whose runner's lease ran out, now
+        running under `worker`'s lease; None when there is none (or another won it)."""
+        claimable = and_(
+            JobRow.kind.in_(tuple(kinds)),
+            or_(
+                JobRow.state == "queued",
+                and_(JobRow.state == "running", JobRow.lease_until < now),
+            ),
+        )
+        oldest = select(JobRow.id).where(claimable).order_by(JobRow.id).limit(1)
+        lease = now + timedelta(seconds=lease_s)
+
+        def write(conn: Connection) -> int | None:
+            found = conn.execute(oldest).scalar_one_or_none()
+            if found is None:
+                return None
+            claimed = conn.execute(
+                update(JobRow)
+                .where(JobRow.id == found, claimable)
+                .values(
+                    state="running",
+                    claimed_by=worker,
+                    lease_until=lease,
+                    attempts=JobRow.attempts + 1,
+                    updated_at=now,
+                )
+            )
+            return int(found) if claimed.rowcount == 1 else None
+
+        job_id = await self._db.write(write)
+        return None if job_id is None else await self.get(job_id)
+
+    async def renew(self, job: Job, worker: str, now: datetime, lease_s: float) -> bool:
+        """Extend the lease; False when the job is no longer this worker's (taken over
+        after a stall, or cancelled): the worker must stop."""
+        lease = now + timedelta(seconds=lease_s)
+        return await self._mine(job.id, worker, lease_until=lease, updated_at=now)
+
+    async def checkpoint(self, job: Job, worker: str, progress: dict[str, Any]) -> bool:
+        """Store how far the job got, so a claim after a crash resumes from here."""
+        return await self._mine(job.id, worker, progress=dict(progress), updated_at=utcnow())
+
+    async def release(self, job: Job, worker: str, *, refund: bool = False) -> bool:
+        """Let go of a job so it is claimed (tried) again: after a failed attempt, or with
+        `refund` when the runner stops on purpose (that attempt does not count)."""
+        attempts = JobRow.attempts - 1 if refund else JobRow.attempts
+        return await self._mine(
+            job.id,
+            worker,
+            state="queued",
+            claimed_by=None,
+            lease_until=None,
+            attempts=attempts,
+            updated_at=utcnow(),
+        )
+
+    async def finish(
+        self,
+        job: Job,
+        worker: str,
+        state: str,
+        outcome: str,
+        *,
+        result: dict[str, Any] | None = None,
+        cost_tokens: int = 0,
+    ) -> bool:
+        """The job's end, stored before anything is sent; False when it was not this
+        worker's any more (cancelled, or taken over)."""
+        assert state in FINISHED
+        now = utcnow()
+        return await self._mine(
+            job.id,
+            worker,
+            state=state,
+            outcome=outcome,
+            result=dict(result or {}),
+            cost_tokens=cost_tokens,
+            lease_until=None,
+            finished_at=now,
+            updated_at=now,
+        )
+
+    async def give_up(self, job: Job, now: datetime, outcome: str) -> bool:
+        """A job whose attempts are spent: failed with `outcome`, whoever claimed it."""
+        where = and_(JobRow.id == job.id, JobRow.state.in_(("queued", "running")))
+        values = {"state": "failed", "outcome": outcome, "lease_until": None}
+        return await self._update(where, finished_at=now, updated_at=now, **values)
+
+    async def spent(self, now: datetime, limit: int = 20) -> list[Job]:
+        """Jobs whose runner died on the last allowed attempt (lease out, none left)."""
+        query = (
+            select(*_COLUMNS)
+            .where(
+                JobRow.state == "running",
+                JobRow.lease_until < now,
+                JobRow.attempts >= JobRow.max_attempts,
+            )
+            .order_by(JobRow.id)
+            .limit(limit)
+        )
+        rows = await self._db.read(lambda conn: conn.execute(query).all())
+        return [_job(row) for row in rows]
+
+    async def undelivered(self, limit: int = 20) -> list[Job]:
+        """Finished jobs whose outcome has not gone out (their process died first)."""
+        query = (
+            select(*_COLUMNS)
+            .where(
+                JobRow.state.in_(FINISHED),
+                JobRow.outcome.is_not(None),
+                JobRow.delivered_at.is_(None),
+            )
+            .order_by(JobRow.id)
+            .limit(limit)
+        )
+        rows = await self._db.read(lambda conn: conn.execute(query).all())
+        return [_job(row) for row in rows]
+
+    async def delivered(self, job: Job, now: datetime) -> bool:
+        """Mark the outcome sent; False when it already was (by another process)."""
+        where = and_(JobRow.id == job.id, JobRow.delivered_at.is_(None))
+        return await self._update(where, delivered_at=now)
+
+    async def cancel(self, job: Job, by: str, now: datetime) -> bool:
+        """Cancel a job that has not ended; its runner sees that at its next renewal."""
+        where = and_(JobRow.id == job.id, JobRow.state.in_(("queued", "running")))
+        outcome = f"Job #{job.id} was cancelled by {by}."
+        return await self._update(
+            where,
+            state="cancelled",
+            outcome=outcome,
+            lease_until=None,
+            finished_at=now,
+            updated_at=now,
+            delivered_at=now,  # the canceller is told in their command's answer
+        )
+
+    async def _mine(self, job_id: int, worker: str, **values: Any) -> bool:
+        where = and_(JobRow.id == job_id, JobRow.state == "running", JobRow.claimed_by == worker)
+        return await self._update(where, **values)
+
+    async def _update(self, where: Any, **values: Any) -> bool:
+        statement = update(JobRow).where(where).values(**values)
+        return await self._db.write(lambda conn: conn.execute(statement).rowcount == 1)
