@@ -268,6 +268,15 @@ class RemindersConfig(Section):
     tick_s: float = Field(1.0, gt=0, le=60)  # how often due reminders are looked for
 
 
+class JobsConfig(Section):
+    """Work that outlives a turn (core/jobs/runner.py): how much runs at once, how much one
+    person may have waiting, and how long a claim lasts without its process renewing it."""
+
+    max_running: int = Field(2, ge=1, le=64)  # jobs running at once in this process
+    max_per_user: int = Field(3, ge=0)  # queued or running per person; 0: no limit
+    lease_s: float = Field(60.0, ge=5, le=3600)  # a dead process's job is taken over after this
+
+
 class Settings(BaseSettings):
     """The whole configuration; one instance is built at start and passed down."""
 
@@ -296,6 +305,7 @@ class Settings(BaseSettings):
     documents: DocumentsConfig = DocumentsConfig()
     voice: VoiceConfig = VoiceConfig()
     reminders: RemindersConfig = RemindersConfig()
+    jobs: JobsConfig = JobsConfig()
 
     @model_validator(mode="after")
     def _telegram_rate_limit_moved(self) -> Settings:

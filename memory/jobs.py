@@ -100,6 +100,14 @@ class JobStore:
         rows = await self._db.read(lambda conn: conn.execute(query).all())
         return [_job(row) for row in rows]
 
+    async def recent(self, *, state: str | None = None, limit: int = 50) -> list[Job]:
+        """Every chat's jobs, newest first (the CLI and the console)."""
+        query = select(*_COLUMNS).order_by(JobRow.id.desc()).limit(limit)
+        if state is not None:
+            query = query.where(JobRow.state == state)
+        rows = await self._db.read(lambda conn: conn.execute(query).all())
+        return [_job(row) for row in rows]
+
     async def claim(
         self, worker: str, now: datetime, lease_s: float, kinds: Sequence[str]
     ) -> Job | None:

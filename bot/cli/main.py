@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     from bot.cli.reminders import add_reminders_parser
 
     add_reminders_parser(sub)
+    from bot.cli.jobs import add_jobs_parser
+
+    add_jobs_parser(sub)
     return parser
 
 
@@ -119,6 +122,10 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from bot.cli.reminders import run_reminders_command
 
         return asyncio.run(run_reminders_command(args, settings))
+    if args.command == "jobs":
+        from bot.cli.jobs import run_jobs_command
+
+        return asyncio.run(run_jobs_command(args, settings))
     if args.command == "usage":
         from bot.cli.usage import run_usage_command
 

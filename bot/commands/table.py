@@ -92,6 +92,7 @@ class Commands:
             "tools",
             "remind",
             "schedule",
+            "jobs",
         )
         return [name for name in known if name in self._handlers]
 
@@ -127,6 +128,11 @@ class Commands:
             *(
                 ["/remind <when> <text> — a reminder; /remind list, /remind cancel <id>"]
                 if "remind" in self._handlers
+                else []
+            ),
+            *(
+                ["/jobs — your work that takes minutes here; /jobs cancel <id>"]
+                if "jobs" in self._handlers
                 else []
             ),
             "/help — this list",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp.abc import AbstractResolver
 
 from bot.commands.admin import BotCommand
+from bot.commands.jobs import JobsCommand
 from bot.commands.table import Commands
 from bot.commands.tools import ToolsCommand
 from bot.commands.usage import UsageCommand
@@ -23,6 +24,7 @@ from bot.config import Settings
 from bot.console import RecentErrors
 from bot.dispatcher import Dispatcher
 from bot.errors import channel_start_failure
+from bot.wiring.jobs import build_job_runner
 from bot.wiring.models import (
     chat_model,
     check_model_reachable,
@@ -39,6 +41,7 @@ from core.clock import WallClock, utc_now
 from core.context import ContextBuilder
 from core.context.tail import turn_material
 from core.context.tokens import TokenCounter, get_counter
+from core.jobs.runner import JobRunner
 from core.llm import (
     FallbackProvider,
     LLMProvider,
@@ -123,6 +126,8 @@ class App:
         # Reminders (/remind, /schedule): sent through the one door (core/turn/delivery.py).
         self.reminders: Reminders | None = None
         self.scheduler: Scheduler | None = None
+        # Work that outlives a turn (core/jobs/runner.py); features register their kinds.
+        self.jobs: JobRunner | None = None
 
     def health(self) -> dict[str, ChannelHealth]:
         return {channel.name: channel.health() for channel in self.channels}
@@ -231,6 +236,8 @@ class App:
             usage=UsageCommand(self.storage.usage, admins=admins, limits=limits, clock=self._clock),
             tools=ToolsCommand(mcp),
         )
+        self.jobs = build_job_runner(settings, self.storage, self.processor.outbox)
+        commands.add("jobs", JobsCommand(self.storage.jobs, admins, clock=self._clock))
         if self.reminders is not None:
             add_commands(commands, self.reminders, admins)
             self.scheduler = build_scheduler(
@@ -274,6 +281,9 @@ class App:
                     log.info("web console at http://%s:%s/console", settings.http.host, port)
         recovery = asyncio.create_task(path.recovery.run(self._recovery_stop))
         self._stack.push_async_callback(self._stop_recovery, recovery)
+        if self.jobs is not None:  # stops with recovery too: running jobs are let go
+            jobs = asyncio.create_task(self.jobs.run(self._recovery_stop))
+            self._stack.push_async_callback(self._stop_recovery, jobs)
         if self.scheduler is not None:  # stops with recovery (the same stop event)
             reminders = asyncio.create_task(self.scheduler.run(self._recovery_stop))
             self._stack.push_async_callback(self._stop_recovery, reminders)

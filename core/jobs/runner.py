@@ -145,6 +145,16 @@ class JobRunner:
     def running(self) -> int:
         return len(self._running)
 
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(self._handlers)
+
+    def register(self, kind: str, handler: JobHandler) -> None:
+        """Run jobs of `kind` with `handler` (features register theirs at start)."""
+        if kind in self._handlers:
+            raise ValueError(f"job kind {kind!r} is registered twice")
+        self._handlers[kind] = handler
+
     async def tick(self) -> int:
         """Send stored outcomes, close jobs whose attempts are spent, start what fits.
         Returns how many jobs were started."""

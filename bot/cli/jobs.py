@@ -1,0 +1,66 @@
+"""`chatterd jobs list [--state STATE]` and `chatterd jobs cancel <id>`.
+
+For the operator at the machine: the rows `/jobs` reads (memory/jobs.py), every chat at
+once, and cancelling any of them, as an admin would in the chat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.commands.jobs import job_line
+from bot.config import Settings
+from memory.job_types import JOB_STATES
+
+OPERATOR = "the operator"
+
+
+def _state(text: str) -> str:
+    if text not in JOB_STATES:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(JOB_STATES)}")
+    return text
+
+
+def add_jobs_parser(sub: Any) -> None:
+    jobs = sub.add_parser("jobs", help="work that outlives a turn (/jobs)")
+    actions = jobs.add_subparsers(dest="jobs_command", required=True)
+    listing = actions.add_parser("list", help="the newest 50 jobs of every chat")
+    listing.add_argument(
+        "--state",
+        type=_state,
+        metavar="STATE",
+        help=f"only jobs in this state ({', '.join(JOB_STATES)})",
+    )
+    cancel = actions.add_parser("cancel", help="cancel a job that has not ended")
+    cancel.add_argument("id", help="the id /jobs shows (12 or #12)")
+
+
+async def run_jobs_command(args: argparse.Namespace, settings: Settings) -> int:
+    from memory.store import open_storage
+
+    store = await open_storage(settings.storage.url)
+    try:
+        if args.jobs_command == "cancel":
+            number = args.id.lstrip("#")
+            job = await store.jobs.get(int(number)) if number.isdigit() else None
+            if job is None:
+                print(f"chatterd jobs: no job {args.id!r}", file=sys.stderr)
+                return 1
+            if not await store.jobs.cancel(job, OPERATOR, datetime.now(UTC)):
+                print(f"chatterd jobs: job #{job.id} has already ended", file=sys.stderr)
+                return 1
+            print(f"cancelled job #{job.id} ({job.kind}) in {job.chat_key}")
+            return 0
+        found = await store.jobs.recent(state=args.state)
+    finally:
+        await store.close()
+    if not found:
+        print("no jobs")
+        return 0
+    now = datetime.now(UTC)
+    for job in found:
+        print(f"{job.chat_key}  {job_line(job, now)}")
+    return 0
