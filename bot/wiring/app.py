@@ -236,7 +236,7 @@ class App:
             usage=UsageCommand(self.storage.usage, admins=admins, limits=limits, clock=self._clock),
             tools=ToolsCommand(mcp),
         )
-        self.jobs = build_job_runner(settings, self.storage, self.processor.outbox)
+        self.jobs = build_job_runner(settings, self.storage, self.processor.outbox, self._clock)
         commands.add("jobs", JobsCommand(self.storage.jobs, admins, clock=self._clock))
         if self.reminders is not None:
             add_commands(commands, self.reminders, admins)

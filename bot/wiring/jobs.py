@@ -11,6 +11,7 @@ import os
 import socket
 
 from bot.config import Settings
+from core.clock import WallClock
 from core.jobs.runner import JobRunner
 from core.turn.delivery import Outbox
 from memory.store import SqlStorage
@@ -22,7 +23,9 @@ def worker_name(storage: SqlStorage) -> str:
     return replica or f"{socket.gethostname()}:{os.getpid()}"[:64]
 
 
-def build_job_runner(settings: Settings, storage: SqlStorage, outbox: Outbox) -> JobRunner:
+def build_job_runner(
+    settings: Settings, storage: SqlStorage, outbox: Outbox, clock: WallClock
+) -> JobRunner:
     """The runner, with no kinds yet: each feature registers its own (`register`)."""
     config = settings.jobs
     return JobRunner(
@@ -32,4 +35,5 @@ def build_job_runner(settings: Settings, storage: SqlStorage, outbox: Outbox) ->
         worker=worker_name(storage),
         max_running=config.max_running,
         lease_s=config.lease_s,
+        clock=clock,
     )
