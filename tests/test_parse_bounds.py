@@ -8,12 +8,25 @@ The files are made here (tests/fakes/files.py): a 340 kB DOCX that inflates to 3
 
 from __future__ import annotations
 
+import io
+import resource
 import tracemalloc
+import zipfile
 
 import pytest
 
+from core.media.attachments import DocumentLimits, SharedReader
 from core.media.documents import DOCX_TYPE, BadDocument, extract_document
-from tests.fakes.files import make_lying_docx
+from core.media.sandbox import ParseLimits, ParseSandbox, _child_env
+from core.media.shared import neutralise
+from core.messages import Attachment, InboundMessage
+from tests.fakes.files import (
+    make_docx,
+    make_lying_docx,
+    make_pdf,
+    make_spinning_pdf,
+)
+from tests.rig import msg
 
 MB = 1024 * 1024
 
@@ -29,3 +42,82 @@ def test_docx_whose_headers_lie_is_never_inflated_past_the_cap() -> None:
     finally:
         tracemalloc.stop()
     assert peak < 64 * MB, f"{peak / MB:.0f} MB allocated"
+
+
+def make_big_docx(paragraphs: int) -> bytes:
+    """An honest DOCX (sizes true, ratio modest) whose XML needs hundreds of MB to parse."""
+    body = "".join(
+        f"<w:p><w:r><w:t>paragraph {i} of the minutes, {i * 7919 % 10007}</w:t></w:r></w:p>"
+        for i in range(paragraphs)
+    )
+    out = io.BytesIO()
+    with (
+        zipfile.ZipFile(io.BytesIO(make_docx(["x"]))) as real,
+        zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as copy,
+    ):
+        for info in real.infolist():
+            data = real.read(info)
+            if info.filename == "word/document.xml":
+                head, _, _ = data.partition(b"<w:body>")
+                data = head + f"<w:body>{body}</w:body></w:document>".encode()
+            copy.writestr(info.filename, data)
+    return out.getvalue()
+
+
+def shared(data: bytes, name: str, mime: str) -> InboundMessage:
+    async def fetch() -> bytes:
+        return data
+
+    document = Attachment(kind="document", fetch=fetch, name=name, mime=mime, size=len(data))
+    return msg("read this", attachments=(document,))
+
+
+def usage(who: int) -> float:
+    got = resource.getrusage(who)
+    return got.ru_utime + got.ru_stime
+
+
+async def test_spinning_pdf_is_stopped_at_its_cpu_limit_in_a_child() -> None:
+    sandbox = ParseSandbox(ParseLimits(cpu_s=2))
+    reader = SharedReader(documents=DocumentLimits(timeout_s=300), sandbox=sandbox)
+    own, children = usage(resource.RUSAGE_SELF), usage(resource.RUSAGE_CHILDREN)
+    notes = await reader(shared(make_spinning_pdf(), "report.pdf", "application/pdf"))
+    own, children = usage(resource.RUSAGE_SELF) - own, usage(resource.RUSAGE_CHILDREN) - children
+    assert "(Document 1: report.pdf — could not be read: it took too long to read)" in notes.notes
+    assert children >= 2  # the child spent its allowance...
+    assert own < 1.5, f"the daemon itself spent {own:.1f} CPU-seconds"  # ...not the daemon
+
+
+async def test_memory_hungry_docx_is_refused_in_the_child_not_the_daemon() -> None:
+    big = make_big_docx(400_000)  # ~30 MB of XML, within every size limit
+    sandbox = ParseSandbox(ParseLimits(memory_mb=200))
+    reader = SharedReader(documents=DocumentLimits(), sandbox=sandbox)
+    tracemalloc.start()
+    try:
+        notes = await reader(shared(big, "minutes.docx", DOCX_TYPE))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "minutes.docx — could not be read: it needs more memory to read than allowed" in (
+        " ".join(notes.notes)
+    )
+    assert peak < 32 * MB, f"{peak / MB:.0f} MB allocated in the daemon"
+
+
+async def test_good_files_read_the_same_through_the_child() -> None:
+    reader = SharedReader(documents=DocumentLimits())
+    for data, name, mime in (
+        (make_pdf(["Quarterly revenue grew"]), "r.pdf", "application/pdf"),
+        (make_docx(["Quarterly revenue grew"]), "r.docx", DOCX_TYPE),
+    ):
+        notes = await reader(shared(data, name, mime))
+        assert "Quarterly revenue grew" in " ".join(notes.notes)
+        direct = extract_document(data, name, mime, max_pages=50, max_chars=12_000)
+        assert neutralise(direct.text) in " ".join(notes.notes)
+
+
+def test_the_child_inherits_no_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHATTERD_LLM__API_KEY", "sk-secret")
+    env = _child_env()
+    assert set(env) == {"PYTHONPATH", "LC_ALL", "PATH"}
+    assert "sk-secret" not in " ".join(env.values())

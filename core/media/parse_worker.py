@@ -62,6 +62,9 @@ def limit_self(cpu_s: int, memory_mb: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+OUT_OF_MEMORY = "it needs more memory to read than allowed"
+
+
 def answer(job: str, args: dict[str, Any], data: bytes) -> dict[str, Any]:
     """The JSON answer for one job; every failure is a short reason, never a traceback."""
     from core.media.documents import BadDocument
@@ -71,14 +74,31 @@ def answer(job: str, args: dict[str, Any], data: bytes) -> dict[str, Any]:
         return {"refused": f"unknown job {job!r}"}
     try:
         return {"result": run(args, data)}
-    except BadDocument as exc:
-        return {"refused": str(exc)}
     except MemoryError:
-        return {"refused": "it needs more memory to read than allowed"}
+        return {"refused": OUT_OF_MEMORY}
     except RecursionError:
         return {"refused": "it is too deeply nested to read"}
-    except Exception as exc:  # a parser bug on a hostile input
+    except Exception as exc:  # BadDocument, or a parser bug on a hostile input
+        if _hit_memory_limit():  # lxml and friends turn a failed malloc into other errors
+            return {"refused": OUT_OF_MEMORY}
+        if isinstance(exc, BadDocument):
+            return {"refused": str(exc)}
         return {"refused": f"the parser failed ({type(exc).__name__})"}
+
+
+def _hit_memory_limit() -> bool:
+    """Whether the address space came within 5% of RLIMIT_AS (VmPeak: the peak we reached)."""
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit == resource.RLIM_INFINITY:
+        return False
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmPeak:"):
+                    return int(line.split()[1]) * 1024 > limit * 0.95
+    except OSError:
+        pass
+    return False
 
 
 def main() -> None:
