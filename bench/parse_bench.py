@@ -26,18 +26,8 @@ from core.media.documents import DOCX_TYPE
 from core.media.sandbox import ParseSandbox
 from core.messages import Attachment
 from tests.fakes.files import make_lying_docx, make_spinning_pdf
+from tests.fakes.page_server import heavy_page
 from tests.rig import msg
-
-PARA = (
-    "<div class='c'><p>The committee discussed the harbour budget at "
-    "<a href='/x'>length</a> and agreed to meet again.</p></div>\n"
-)
-
-
-def big_page(mb: float) -> bytes:
-    body = PARA * int(mb * 1024 * 1024 / len(PARA))
-    head = "<html><head><title>Big</title></head><body><article>"
-    return f"{head}{body}</article></body></html>".encode()
 
 
 async def read_document(data: bytes, name: str, mime: str) -> str:
@@ -73,7 +63,7 @@ CASES: dict[str, tuple[Callable[[], bytes], Callable[[bytes], Awaitable[str]]]] 
         make_spinning_pdf,
         lambda data: read_document(data, "spin.pdf", "application/pdf"),
     ),
-    "three-4.9MB-pages": (lambda: big_page(4.9), lambda data: read_pages(data, 3)),
+    "three-4.9MB-pages": (heavy_page, lambda data: read_pages(data, 3)),
 }
 
 

@@ -12,23 +12,35 @@ import io
 import resource
 import tracemalloc
 import zipfile
+from collections.abc import AsyncIterator
 
 import pytest
 
 from core.media.attachments import DocumentLimits, SharedReader
 from core.media.documents import DOCX_TYPE, BadDocument, extract_document
+from core.media.fetch import DownloadPolicy, SafeDownloader
+from core.media.links import PageError, PageReader
 from core.media.sandbox import ParseLimits, ParseSandbox, _child_env
 from core.media.shared import neutralise
 from core.messages import Attachment, InboundMessage
+from tests.fakes.dns import MapResolver
 from tests.fakes.files import (
     make_docx,
     make_lying_docx,
     make_pdf,
     make_spinning_pdf,
 )
+from tests.fakes.page_server import PageServer
 from tests.rig import msg
 
 MB = 1024 * 1024
+NEWS = "news.example"
+
+
+@pytest.fixture
+async def pages() -> AsyncIterator[PageServer]:
+    async with PageServer() as server:
+        yield server
 
 
 def test_docx_whose_headers_lie_is_never_inflated_past_the_cap() -> None:
@@ -121,3 +133,16 @@ def test_the_child_inherits_no_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     env = _child_env()
     assert set(env) == {"PYTHONPATH", "LC_ALL", "PATH"}
     assert "sk-secret" not in " ".join(env.values())
+
+
+async def test_a_costly_page_is_parsed_in_a_limited_child(pages: PageServer) -> None:
+    policy = DownloadPolicy(max_bytes=8 * MB, timeout_s=10.0, allow_private_hosts=(NEWS,))
+    downloader = SafeDownloader(policy, resolver=MapResolver({NEWS: "127.0.0.1"}))
+    reader = PageReader(downloader, sandbox=ParseSandbox(ParseLimits(cpu_s=1)))
+    own, children = usage(resource.RUSAGE_SELF), usage(resource.RUSAGE_CHILDREN)
+    with pytest.raises(PageError, match="took too long"):
+        await reader.read(f"http://{NEWS}:{pages.port}/heavy")  # ~15 CPU-s in trafilatura
+    own, children = usage(resource.RUSAGE_SELF) - own, usage(resource.RUSAGE_CHILDREN) - children
+    assert pages.hits == ["heavy"]
+    assert children >= 0.75
+    assert own < 1.5, f"the daemon itself spent {own:.1f} CPU-seconds"

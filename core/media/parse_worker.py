@@ -50,12 +50,19 @@ JOBS: dict[str, Job] = {"document": _document, "page": _page}
 
 def limit_self(cpu_s: int, memory_mb: int) -> None:
     """CPU seconds (SIGXCPU, then SIGKILL a second later), address space, no files written,
-    no core dumps; and die with the parent (Linux), so no parse outlives the daemon."""
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
+    no core dumps; and die with the parent (Linux), so no parse outlives the daemon. A
+    limit the platform refuses is skipped: the parent's wall-clock kill still holds."""
     memory = memory_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for kind, value in (
+        (resource.RLIMIT_CPU, (cpu_s, cpu_s + 1)),
+        (resource.RLIMIT_AS, (memory, memory)),
+        (resource.RLIMIT_FSIZE, (0, 0)),
+        (resource.RLIMIT_CORE, (0, 0)),
+    ):
+        try:
+            resource.setrlimit(kind, value)
+        except (ValueError, OSError):
+            pass
     if sys.platform.startswith("linux"):
         import ctypes
 
