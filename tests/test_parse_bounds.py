@@ -8,6 +8,7 @@ The files are made here (tests/fakes/files.py): a 340 kB DOCX that inflates to 3
 
 from __future__ import annotations
 
+import asyncio
 import io
 import resource
 import tracemalloc
@@ -20,7 +21,7 @@ from core.media.attachments import DocumentLimits, SharedReader
 from core.media.documents import DOCX_TYPE, BadDocument, extract_document
 from core.media.fetch import DownloadPolicy, SafeDownloader
 from core.media.links import PageError, PageReader
-from core.media.sandbox import ParseLimits, ParseSandbox, _child_env
+from core.media.sandbox import ParseFailed, ParseLimits, ParseSandbox, _child_env
 from core.media.shared import neutralise
 from core.messages import Attachment, InboundMessage
 from tests.fakes.dns import MapResolver
@@ -146,3 +147,20 @@ async def test_a_costly_page_is_parsed_in_a_limited_child(pages: PageServer) -> 
     assert pages.hits == ["heavy"]
     assert children >= 0.75
     assert own < 1.5, f"the daemon itself spent {own:.1f} CPU-seconds"
+
+
+async def test_close_kills_a_running_parse_and_refuses_new_ones() -> None:
+    sandbox = ParseSandbox()
+    args = {"name": "spin.pdf", "mime": None, "max_pages": 50, "max_chars": 1000}
+    parse = asyncio.create_task(sandbox.run("document", args, make_spinning_pdf(), max_reply=MB))
+    for _ in range(600):  # until the child is up
+        if sandbox.running or parse.done():
+            break
+        await asyncio.sleep(0.05)
+    assert sandbox.running == 1
+    await sandbox.close()  # what the daemon's stop does
+    with pytest.raises(ParseFailed):
+        await parse
+    assert sandbox.running == 0
+    with pytest.raises(ParseFailed, match="stopping"):
+        await sandbox.run("document", args, make_pdf(["x"]), max_reply=MB)

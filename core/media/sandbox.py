@@ -65,17 +65,28 @@ class ParseSandbox:
         async with self._slots:
             if self._closed:
                 raise ParseFailed("the daemon is stopping")
-            proc = await self._start()
+            try:
+                proc = await self._start()
+            except OSError as exc:  # out of processes or memory: a note, not a failed turn
+                log.warning("parse child not started: %s", type(exc).__name__)
+                raise ParseFailed("the reader could not be started") from None
             self._running.add(proc)
             try:
                 wait = timeout_s if timeout_s is not None else self.limits.timeout_s
                 raw = await asyncio.wait_for(self._exchange(proc, job, args, data, max_reply), wait)
             except TimeoutError:
                 raise ParseFailed("it took too long to read") from None
+            except OSError:
+                raise ParseFailed("the reader failed on it") from None
             finally:
                 self._running.discard(proc)
                 await _end(proc)
         return _result(proc.returncode, raw, max_reply)
+
+    @property
+    def running(self) -> int:
+        """Parse processes alive now."""
+        return len(self._running)
 
     async def close(self) -> None:
         """Kill the parses still running (daemon stop); later runs are refused."""
