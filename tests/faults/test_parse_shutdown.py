@@ -1,8 +1,9 @@
-"""The real daemon reading a PDF that keeps pypdf busy for minutes: SIGTERM still ends it.
+"""The real daemon reading hostile documents: its memory stays small, SIGTERM still ends it.
 
-Before issue 35 the parse ran in a thread nobody could stop: the turn was cancelled at
-the end of the drain, but the thread kept the process alive until pypdf gave up (64.5 s
-measured). Now the parse is a child process, killed when its turn is cancelled.
+Before issue 35 a DOCX whose ZIP headers lied took the daemon past 2 GB, and a parse ran
+in a thread nobody could stop: the turn was cancelled at the end of the drain, but the
+thread kept the process alive until pypdf gave up (64.5 s measured). Now a DOCX is
+inflated in counted steps and every parse is a child process, killed with its turn.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.files import make_spinning_pdf
+from tests.fakes.files import make_lying_docx, make_spinning_pdf
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram, private_chat, user
 from tests.faults.daemon import Daemon, daemon_env, free_port
@@ -22,6 +23,25 @@ from tests.faults.daemon import Daemon, daemon_env, free_port
 pytestmark = pytest.mark.faults
 ALICE = user(1001, "Alice")
 GRACE_S = 5  # [bot] shutdown_grace_s: the parse outlives it by minutes
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+MIB = 1024 * 1024
+
+
+def peak_rss(pid: int) -> int:
+    """The process's peak resident memory so far (VmHWM), in bytes."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("VmHWM:")[1].split()[0]) * 1024
+
+
+def document(tg: FakeTelegram, data: bytes, name: str, mime: str) -> dict[str, object]:
+    file_id = tg.add_file(data)
+    return {
+        "file_id": file_id,
+        "file_unique_id": f"u-{file_id}",
+        "file_name": name,
+        "mime_type": mime,
+        "file_size": len(data),
+    }
 
 
 def parse_children(daemon_pid: int) -> list[int]:
@@ -39,7 +59,7 @@ def parse_children(daemon_pid: int) -> list[int]:
     return found
 
 
-async def test_sigterm_during_a_spinning_parse_exits_and_leaves_no_parser(
+async def test_hostile_documents_keep_the_daemon_small_and_sigterm_ends_their_parse(
     tmp_path: Path, database_url: str
 ) -> None:
     async with FakeOpenAI("read it") as model, FakeTelegram() as tg:
@@ -60,16 +80,27 @@ async def test_sigterm_during_a_spinning_parse_exits_and_leaves_no_parser(
         try:
             await daemon.start(within_s=120)
             assert daemon.proc is not None
+            bomb = make_lying_docx(1000)  # 1 MB; inflates to 1 GB, headers claim 1 kB
+            tg.push_message(
+                private_chat(ALICE),
+                ALICE,
+                None,
+                caption="read this",
+                document=document(tg, bomb, "report.docx", DOCX),
+            )
+            await tg.wait_for("sendMessage", 1, within_s=60)
+            assert "could not be read" in str(model.requests[-1]["messages"][-1]["content"])
+            peak = peak_rss(daemon.proc.pid)
+            print(f"daemon peak RSS after the DOCX bomb: {peak / MIB:.0f} MiB")
+            assert peak < 300 * MIB, daemon.log()
             pdf = make_spinning_pdf()  # 12 kB; minutes of pypdf CPU
-            file_id = tg.add_file(pdf)
-            doc = {
-                "file_id": file_id,
-                "file_unique_id": f"u-{file_id}",
-                "file_name": "report.pdf",
-                "mime_type": "application/pdf",
-                "file_size": len(pdf),
-            }
-            tg.push_message(private_chat(ALICE), ALICE, None, caption="read this", document=doc)
+            tg.push_message(
+                private_chat(ALICE),
+                ALICE,
+                None,
+                caption="and this",
+                document=document(tg, pdf, "report.pdf", "application/pdf"),
+            )
             for _ in range(600):  # the parse has started (a loaded machine is slow)
                 if parse_children(daemon.proc.pid):
                     break
@@ -83,7 +114,7 @@ async def test_sigterm_during_a_spinning_parse_exits_and_leaves_no_parser(
             assert code == 0, daemon.log()
             assert children, daemon.log()  # the parse ran in a child, not a thread
             assert all(_gone(pid) for pid in children), daemon.log()  # killed, not orphaned
-            assert model.requests == [], "the turn was cancelled at the grace, not answered"
+            assert len(model.requests) == 1, "the PDF's turn was cancelled at the grace"
         finally:
             await daemon.close()
 
