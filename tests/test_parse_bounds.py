@@ -13,7 +13,6 @@ import io
 import resource
 import tracemalloc
 import zipfile
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -36,12 +35,6 @@ from tests.rig import msg
 
 MB = 1024 * 1024
 NEWS = "news.example"
-
-
-@pytest.fixture
-async def pages() -> AsyncIterator[PageServer]:
-    async with PageServer() as server:
-        yield server
 
 
 def test_docx_whose_headers_lie_is_never_inflated_past_the_cap() -> None:
@@ -136,14 +129,16 @@ def test_the_child_inherits_no_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "sk-secret" not in " ".join(env.values())
 
 
-async def test_a_costly_page_is_parsed_in_a_limited_child(pages: PageServer) -> None:
+async def test_a_costly_page_is_parsed_in_a_limited_child() -> None:
     policy = DownloadPolicy(max_bytes=8 * MB, timeout_s=10.0, allow_private_hosts=(NEWS,))
     downloader = SafeDownloader(policy, resolver=MapResolver({NEWS: "127.0.0.1"}))
     reader = PageReader(downloader, sandbox=ParseSandbox(ParseLimits(cpu_s=1)))
-    own, children = usage(resource.RUSAGE_SELF), usage(resource.RUSAGE_CHILDREN)
-    with pytest.raises(PageError, match="took too long"):
-        await reader.read(f"http://{NEWS}:{pages.port}/heavy")  # ~15 CPU-s in trafilatura
-    own, children = usage(resource.RUSAGE_SELF) - own, usage(resource.RUSAGE_CHILDREN) - children
+    async with PageServer() as pages:
+        own, children = usage(resource.RUSAGE_SELF), usage(resource.RUSAGE_CHILDREN)
+        with pytest.raises(PageError, match="took too long"):
+            await reader.read(f"http://{NEWS}:{pages.port}/heavy")  # ~15 CPU-s in trafilatura
+        own = usage(resource.RUSAGE_SELF) - own
+        children = usage(resource.RUSAGE_CHILDREN) - children
     assert pages.hits == ["heavy"]
     assert children >= 0.75
     assert own < 1.5, f"the daemon itself spent {own:.1f} CPU-seconds"
