@@ -17,6 +17,7 @@ from core.llm import OPENAI_BASE_URL
 from core.media.attachments import DocumentLimits, SharedReader
 from core.media.fetch import DownloadPolicy, SafeDownloader
 from core.media.links import LinkReader, PageReader
+from core.media.sandbox import ParseSandbox
 from core.media.speaking import VoiceReplies
 from core.media.voice import SpeechService
 from core.tools.read import read_tool
@@ -46,7 +47,9 @@ class SharedMedia:
             allow_private_hosts=tuple(links.allow_hosts),
             user_agent="Mozilla/5.0 (compatible; chatterd)",
         )
-        self.pages = PageReader(SafeDownloader(policy, resolver=resolver))
+        sandbox = ParseSandbox()  # pages and documents are parsed in limited children
+        stack.push_async_callback(sandbox.close)
+        self.pages = PageReader(SafeDownloader(policy, resolver=resolver), sandbox=sandbox)
         self.speech = self._speech(settings, meter)
         if self.speech is not None:
             stack.push_async_callback(self.speech.close)
@@ -75,6 +78,7 @@ class SharedMedia:
             defuse=self._defuse,
             count=counter.count if counter is not None else None,
             max_tokens=max(300, settings.llm.context_window // SHARE_OF_WINDOW),
+            sandbox=sandbox,
         )
 
     def add_tools(self, registry: ToolRegistry) -> None:

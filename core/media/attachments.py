@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.media.documents import BadDocument, extract_document
+from core.media.documents import DocumentText
 from core.media.links import LinkReader
+from core.media.sandbox import ParseFailed, ParseSandbox
 from core.media.shared import NOTICE, Defuse, neutralise, one_line
 from core.media.voice import SpeechService, VoiceError
 from core.messages import Attachment, InboundMessage
@@ -54,9 +55,12 @@ class SharedReader:
         defuse: Defuse | None = None,
         count: Callable[[str], int] | None = None,
         max_tokens: int | None = None,
+        sandbox: ParseSandbox | None = None,
     ) -> None:
         """`count`/`max_tokens`: all notes of one message together stay within this many
-        tokens (a share of the context window), the last ones cut first."""
+        tokens (a share of the context window), the last ones cut first. `sandbox`: where
+        documents are parsed (the daemon shares one with the page reader)."""
+        self._sandbox = sandbox or ParseSandbox()
         self._count = count
         self._max_tokens = max_tokens
         self._links = links
@@ -167,26 +171,9 @@ class SharedReader:
             note = f"{name} — not read: larger than {_mb(limits.max_bytes)}"
             return note, note
         try:
-            doc = await asyncio.wait_for(
-                asyncio.to_thread(
-                    extract_document,
-                    data,
-                    attachment.name,
-                    attachment.mime,
-                    max_pages=limits.max_pages,
-                    max_chars=limits.max_chars,
-                ),
-                limits.timeout_s,
-            )
-        except BadDocument as exc:
-            note = f"{name} — could not be read: {exc}"
-            return note, note
-        except TimeoutError:
-            note = f"{name} — could not be read: it took too long"
-            return note, note
-        except Exception as exc:  # a parser bug on a hostile file: a note, not a traceback
-            log.warning("document %s failed to parse: %s", name, type(exc).__name__)
-            note = f"{name} — could not be read"
+            doc = await self._parse(data, attachment, limits)
+        except ParseFailed as exc:
+            note = f"{name} — could not be read: {one_line(str(exc), 160)}"
             return note, note
         head = name
         if doc.pages is not None:
@@ -196,6 +183,29 @@ class SharedReader:
             shown = f"first {doc.pages_read} pages, " if doc.pages_read and doc.pages else ""
             text += f" …(cut: {shown}at most {limits.max_chars} characters read)"
         return f"{head} — {text}", f"{head} — sent and read on that turn; its text is not kept"
+
+    async def _parse(
+        self, data: bytes, attachment: Attachment, limits: DocumentLimits
+    ) -> DocumentText:
+        """extract_document in the sandbox: a hostile file costs a child process, bounded
+        in CPU, memory and time, never the daemon."""
+        args = {
+            "name": attachment.name or "",
+            "mime": attachment.mime,
+            "max_pages": limits.max_pages,
+            "max_chars": limits.max_chars,
+        }
+        reply = 8 * limits.max_chars + 64 * 1024  # UTF-8 and JSON escapes around the text
+        result = await self._sandbox.run(
+            "document", args, data, max_reply=reply, timeout_s=limits.timeout_s
+        )
+        try:
+            doc = DocumentText(**result)
+        except TypeError:
+            raise ParseFailed("the reader failed on it") from None
+        if not isinstance(doc.text, str) or len(doc.text) > limits.max_chars:
+            raise ParseFailed("the reader failed on it")
+        return doc
 
 
 def _mb(size: int) -> str:

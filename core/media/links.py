@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from cachetools import TTLCache
 
 from core.media.fetch import DownloadError, SafeDownloader
+from core.media.page_text import extract_page
+from core.media.sandbox import ParseFailed, ParseSandbox
 from core.media.shared import Defuse, clip, neutralise, one_line
 
 log = logging.getLogger(__name__)
@@ -26,7 +28,9 @@ log = logging.getLogger(__name__)
 PAGE_TYPES = ("text/html", "application/xhtml+xml", "text/plain")
 _URL = re.compile(r"https?://[^\s<>\"'`\uff08\uff09\u3000-\u303f]+", re.IGNORECASE)
 _TRAILING = ".,;:!?)]}>'\"…，。！？、；："
-_TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+PAGE_TEXT_CAP = 200_000  # characters kept of one page (above [links] max_chars' ceiling)
+
+__all__ = ["LinkNotes", "LinkReader", "Page", "PageError", "PageReader", "extract_page"]
 
 
 class PageError(Exception):
@@ -57,25 +61,6 @@ def find_links(text: str, limit: int) -> list[str]:
     return found
 
 
-def extract_page(body: bytes, content_type: str | None, url: str) -> tuple[str, str]:
-    """(title, text) of a page. CPU-bound: run it in a worker thread."""
-    if (content_type or "").startswith("text/plain"):
-        return "", body.decode("utf-8", errors="replace")
-    import trafilatura  # lazy: a daemon that never reads a page never loads it
-
-    text = trafilatura.extract(
-        body, url=url, include_comments=False, include_tables=True, favor_precision=True
-    )
-    meta = trafilatura.extract_metadata(body, default_url=url)
-    title = (meta.title if meta is not None and meta.title else "") or _raw_title(body)
-    return title, text or ""
-
-
-def _raw_title(body: bytes) -> str:
-    match = _TITLE.search(body[:200_000])
-    return match.group(1).decode("utf-8", errors="replace").strip() if match else ""
-
-
 class PageReader:
     """Fetches and extracts one page; answers are cached for a few minutes."""
 
@@ -86,8 +71,11 @@ class PageReader:
         ttl_s: float = 600.0,
         entries: int = 128,
         clock: Callable[[], float] = time.monotonic,
+        sandbox: ParseSandbox | None = None,
     ) -> None:
+        """`sandbox`: where pages are parsed (the daemon shares one with documents)."""
         self._downloader = downloader
+        self._sandbox = sandbox or ParseSandbox()
         self._cache: TTLCache[str, Page] = TTLCache(entries, ttl_s, timer=clock)
         self.fetches = 0
 
@@ -103,11 +91,15 @@ class PageReader:
         kind = got.content_type or "text/html"
         if not kind.startswith(PAGE_TYPES):
             raise PageError(f"{kind} is not a web page")
+        args = {"content_type": kind, "url": got.url, "max_chars": PAGE_TEXT_CAP}
         try:
-            title, text = await asyncio.to_thread(extract_page, got.data, kind, got.url)
-        except Exception as exc:  # a parser bug on a hostile page must not fail the turn
-            log.info("page %s could not be parsed: %s", _host(url), type(exc).__name__)
-            raise PageError("the page could not be parsed") from None
+            parsed = await self._sandbox.run(
+                "page", args, got.data, max_reply=8 * PAGE_TEXT_CAP + 64 * 1024
+            )
+        except ParseFailed as exc:  # a hostile page costs a limited child, not the turn
+            log.info("page %s could not be parsed: %s", _host(url), exc)
+            raise PageError(f"the page could not be parsed: {exc}") from None
+        title, text = str(parsed.get("title", "")), str(parsed.get("text", ""))
         page = Page(url=got.url, title=title.strip(), text=text.strip())
         self._cache[url] = page
         return page

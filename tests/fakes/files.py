@@ -11,6 +11,7 @@ import io
 import math
 import struct
 import zipfile
+import zlib
 
 
 def make_pdf(pages: list[str]) -> bytes:
@@ -31,19 +32,7 @@ def make_pdf(pages: list[str]) -> bytes:
             ).encode()
         )
         objects.append(b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream")
-    out = b"%PDF-1.4\n"
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += f"{number} 0 obj\n".encode() + body + b"\nendobj\n"
-    xref = len(out)
-    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
-    for offset in offsets:
-        out += f"{offset:010d} 00000 n \n".encode()
-    out += (
-        f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    )
-    return out
+    return _pdf_file(objects)
 
 
 def make_docx(paragraphs: list[str]) -> bytes:
@@ -67,6 +56,76 @@ def make_zip_bomb_docx(unpacked_mb: int = 40) -> bytes:
         archive.writestr("[Content_Types].xml", "<Types/>")
         archive.writestr("word/document.xml", b" " * (unpacked_mb * 1024 * 1024))
     return out.getvalue()
+
+
+def make_lying_docx(inflated_mb: int, claimed: int = 1024) -> bytes:
+    """A real DOCX whose word/document.xml really inflates to `inflated_mb` MB of spaces
+    while both its headers claim `claimed` bytes (with that prefix's CRC): every size
+    check that reads the headers passes. About 1 kB per inflated MB."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = b" " * (1024 * 1024)
+    bomb = b"".join(packer.compress(block) for _ in range(inflated_mb)) + packer.flush()
+    with zipfile.ZipFile(io.BytesIO(make_docx(["x"]))) as real:
+        entries = [(i.filename, real.read(i)) for i in real.infolist()]
+    out = io.BytesIO()
+    central = b""
+    for name, body in entries:
+        raw = zlib.compress(body)[2:-4]  # raw deflate, as ZIP stores it
+        if name == "word/document.xml":
+            body, raw = b" " * claimed, bomb
+        head = struct.pack(
+            "<HHHHHIIIHH", 20, 0, 8, 0, 0x21, zlib.crc32(body), len(raw), len(body),
+            len(name), 0,
+        )  # fmt: skip
+        offset = out.tell()
+        out.write(b"PK\x03\x04" + head + name.encode() + raw)
+        central += b"PK\x01\x02" + struct.pack("<H", 20) + head
+        central += struct.pack("<HHHII", 0, 0, 0, 0, offset) + name.encode()
+    start = out.tell()
+    out.write(central)
+    out.write(
+        b"PK\x05\x06"
+        + struct.pack("<HHHHIIH", 0, 0, len(entries), len(entries), len(central), start, 0)
+    )
+    return out.getvalue()
+
+
+def make_spinning_pdf(stream_mb: float = 2.0, pages: int = 50) -> bytes:
+    """A few kB of PDF that keeps pypdf busy for minutes: one FlateDecode content stream of
+    `stream_mb` MB of no-op operators (with one Tj, so it is not skipped as text-free),
+    drawn by each of `pages` pages. Every page re-parses it in pure Python."""
+    ops = b"BT /F1 9 Tf (a) Tj " + b"1 0 0 1 0 0 cm " * int(stream_mb * 1024 * 1024 / 15) + b"ET"
+    packed = zlib.compress(ops, 9)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [%s] /Count %d >>"
+        % (b" ".join(b"%d 0 R" % (5 + i) for i in range(pages)), pages),
+        b"<< /Filter /FlateDecode /Length %d >>\nstream\n" % len(packed) + packed + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+        b"/Resources << /Font << /F1 4 0 R >> >> /Contents 3 0 R >>"
+    )
+    objects += [page] * pages
+    return _pdf_file(objects)
+
+
+def _pdf_file(objects: list[bytes]) -> bytes:
+    """Numbered objects (1..n, the first the catalog), an xref table and the trailer."""
+    out = b"%PDF-1.4\n"
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n".encode() + body + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    for offset in offsets:
+        out += f"{offset:010d} 00000 n \n".encode()
+    out += (
+        f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    )
+    return out
 
 
 def tone_pcm(seconds: float = 1.0, rate: int = 24_000) -> bytes:

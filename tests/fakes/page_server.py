@@ -1,8 +1,9 @@
 """A web server on 127.0.0.1 with the pages people paste and the traps they can hide.
 
 An article buried in navigation and scripts, redirects to private addresses, a 50 MB
-body, a body that never ends, binary types. It records every path it was asked for,
-so a test can assert that a refused address was never contacted.
+body, a body that never ends, binary types, a 4.9 MB page that is costly to parse. It
+records every path it was asked for, so a test can assert that a refused address was
+never contacted.
 """
 
 from __future__ import annotations
@@ -37,6 +38,17 @@ every morning and evening for most of the year.</p>
 <footer>Copyright FOOTER-NOISE. All rights reserved. FOOTER-NOISE</footer>
 <script>console.log("SCRIPT-NOISE")</script>
 </body></html>"""
+
+
+def heavy_page(mb: float = 4.9) -> bytes:
+    """A legitimate-looking 4.9 MB article: about 15 CPU-seconds and 350 MB in trafilatura."""
+    para = (
+        "<div class='c'><p>The committee discussed the harbour budget at "
+        "<a href='/x'>length</a> and agreed to meet again.</p></div>\n"
+    )
+    body = para * int(mb * 1024 * 1024 / len(para))
+    head = "<html><head><title>Minutes</title></head><body><article>"
+    return f"{head}{body}</article></body></html>".encode()
 
 
 class PageServer:
@@ -76,6 +88,8 @@ class PageServer:
             )
             html = f"<html><head><title>Long minutes</title></head><body><article>{body}"
             return web.Response(text=html + "</article></body></html>", content_type="text/html")
+        if name == "heavy":
+            return web.Response(body=heavy_page(), content_type="text/html")
         if name == "secret":
             return web.Response(text=SECRET, content_type="text/plain")
         if name == "notes.txt":
