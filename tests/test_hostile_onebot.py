@@ -224,14 +224,8 @@ async def test_a_get_file_answer_over_16_mib_is_read_and_the_link_stays(
     settings = settings_for(
         tmp_path, database_url, chat, onebot=QQ, documents={"max_bytes": 20 * 1024 * 1024}
     )
-    file = {"type": "file", "data": {"file": "big.txt", "file_id": "fid-1"}}
     async with daemon(settings) as app:
-        link = await connect(app, impl)
-        await link.send_event(impl.private_message([file], user_id=20002))
-        await link.next_action("send_private_msg", limit_s=30.0)
-        await link.send_event(impl.private_message("and then?", user_id=20002))
-        await link.next_action("send_private_msg", limit_s=10.0)
-        assert not link.closed.is_set()
+        await file_then_text(await connect(app, impl), impl, "big.txt")
     first = content_text(chat.requests[0]["messages"][-1]["content"])
     assert "(Document 1: big.txt — HEADLINE of the big file" in first
 
@@ -247,13 +241,17 @@ async def test_a_get_file_answer_over_the_answer_cap_fails_that_file_only(
 
     impl.responders["get_file"] = get_file
     settings = settings_for(tmp_path, database_url, chat, onebot=QQ)
-    file = {"type": "file", "data": {"file": "huge.txt", "file_id": "fid-2"}}
     async with daemon(settings) as app:
-        link = await connect(app, impl)
-        await link.send_event(impl.private_message([file], user_id=20002))
-        await link.next_action("send_private_msg", limit_s=30.0)
-        await link.send_event(impl.private_message("and then?", user_id=20002))
-        await link.next_action("send_private_msg", limit_s=10.0)
-        assert not link.closed.is_set()
+        await file_then_text(await connect(app, impl), impl, "huge.txt")
     first = content_text(chat.requests[0]["messages"][-1]["content"])
     assert "(Document 1: huge.txt — not read: larger than" in first
+
+
+async def file_then_text(link: FakeLink, impl: FakeOneBot, name: str) -> None:
+    """A QQ file (read through get_file), then a text: both answered on the same link."""
+    file = {"type": "file", "data": {"file": name, "file_id": f"fid-{name}"}}
+    await link.send_event(impl.private_message([file], user_id=20002))
+    await link.next_action("send_private_msg", limit_s=30.0)
+    await link.send_event(impl.private_message("and then?", user_id=20002))
+    await link.next_action("send_private_msg", limit_s=10.0)
+    assert not link.closed.is_set()
