@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import struct
 import zlib
 from collections.abc import AsyncIterator
@@ -18,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from PIL import Image
 
 from channels.onebot.channel import OneBotChannel
+from core.media.imaging import TooManyPixels, prepare_image
 from memory.store import SqlStorage
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot, MediaServer, eventually
 from tests.fakes.openai_server import FakeOpenAI, content_text, last_user_text
@@ -253,3 +256,101 @@ async def test_one_senders_hung_turns_do_not_make_another_chat_wait(
         finally:
             release.set()
             await impl.close()
+
+
+# -- issue 35 item 5: images near the pixel cap decode small, one at a time per chat ------
+
+
+class PeakRss:
+    """How far the process's resident memory rose above where it stood at the start.
+
+    Linux keeps the peak (VmHWM); writing 5 to /proc/self/clear_refs resets it to the
+    current size, so the peak read afterwards belongs to what ran in between (Pillow's
+    pixel buffers are C allocations that tracemalloc cannot see)."""
+
+    def __enter__(self) -> PeakRss:
+        try:
+            Path("/proc/self/clear_refs").write_text("5")
+        except OSError:
+            pytest.skip("cannot reset the peak RSS here (/proc/self/clear_refs)")
+        self.start = _status_kb("VmRSS")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.grew_mb = (_status_kb("VmHWM") - self.start) / 1024
+
+
+def _status_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/self/status")
+
+
+def photo_jpeg(width: int = 5984, height: int = 3994, *, tag: str = "") -> bytes:
+    """A real JPEG just under the 24-megapixel cap (23.9 MP), noisy like a photo."""
+    # Grain enough to be a 4.5 MB file, little enough that the 2048-pixel copy sent to
+    # the vision model stays under 1 MB.
+    picture = Image.effect_noise((width, height), 16).convert("RGB")
+    out = io.BytesIO()
+    picture.save(out, "JPEG", quality=60, comment=tag.encode())
+    return out.getvalue()
+
+
+def rgba_png(width: int = 5984, height: int = 3994) -> bytes:
+    picture = Image.effect_noise((width, height), 40).convert("RGBA")
+    out = io.BytesIO()
+    picture.save(out, "PNG", compress_level=1)
+    return out.getvalue()
+
+
+def test_a_23_9_megapixel_jpeg_decodes_at_reduced_scale() -> None:
+    data = photo_jpeg()
+    with PeakRss() as peak:
+        ready = prepare_image(data)
+    assert (ready.width, ready.height) == (2048, 1367) and ready.downscaled
+    # Before: the square draft box decoded it whole, then copied it (about 230 MB).
+    assert peak.grew_mb < 60, peak.grew_mb
+
+
+def test_a_23_9_megapixel_rgba_png_is_shrunk_without_a_second_full_copy() -> None:
+    data = rgba_png()
+    with PeakRss() as peak:
+        ready = prepare_image(data)
+    assert (ready.width, ready.height) == (2048, 1367) and ready.mime == "image/png"
+    # The decoded RGBA is 96 MB and cannot be avoided; before, a copy and a premultiplied
+    # copy came on top (about 290 MB).
+    assert peak.grew_mb < 185, peak.grew_mb
+
+
+async def test_three_photos_near_the_pixel_cap_decode_one_at_a_time(
+    tmp_path: Path, database_url: str, chat: FakeOpenAI, vision: FakeOpenAI
+) -> None:
+    media = await MediaServer().start()
+    for n in range(3):  # three different photos: no description is reused
+        media.files[f"p{n}.jpg"] = (photo_jpeg(tag=f"photo {n}"), "image/jpeg")
+    impl = FakeOneBot(self_id=QQ_SELF)
+    settings = settings_for(tmp_path, database_url, chat, vision, onebot=QQ_MEDIA)
+    try:
+        async with daemon(settings) as app:
+            link = await connect(app, impl)
+            urls = [f"{media.base}/p{n}.jpg" for n in range(3)]
+            with PeakRss() as peak:
+                await link.send_event(impl.group_message(at_bot("three", *urls)))
+                await link.next_action("send_group_msg", limit_s=60.0)
+    finally:
+        await impl.close()
+        await media.close()
+    assert len(vision.requests) == 3
+    assert last_user(chat).count(DESCRIPTION) == 3
+    # Before: 2 decodes at once of about 230 MB each (issue 35: 475 -> 1,105 MB RSS).
+    assert peak.grew_mb < 150, peak.grew_mb
+
+
+def test_a_webp_past_a_quarter_of_the_pixel_cap_is_refused_from_its_header() -> None:
+    """Pillow decodes WebP with about 16 bytes a pixel (libwebp's animation decoder):
+    its limit is a quarter of the others', so its memory stays within theirs."""
+    out = io.BytesIO()
+    Image.new("RGB", (5984, 3994), "white").save(out, "WEBP", lossless=True)
+    with pytest.raises(TooManyPixels, match="over the 6 megapixel limit for WebP"):
+        prepare_image(out.getvalue())

@@ -13,6 +13,7 @@ OneBot implementation on its reverse WebSocket.
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -184,3 +185,73 @@ async def test_a_huge_qq_message_keeps_its_start_and_the_sender_is_told(
     assert turn.content.startswith("[alice]: START xxx")
     assert "END" not in turn.content and len(turn.content) < 8200
     assert "message cut: only its first 8000 of 100010 characters kept" in turn.content
+
+
+# -- issue 35 item 10: frames over the cap skip that one frame, never the link ------------
+
+
+async def test_a_17_mib_event_is_skipped_and_the_link_stays(
+    tmp_path: Path,
+    database_url: str,
+    chat: FakeOpenAI,
+    impl: FakeOneBot,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings = settings_for(tmp_path, database_url, chat, onebot=QQ)
+    huge = impl.private_message("x" * (17 * 1024 * 1024))
+    async with daemon(settings) as app:
+        link = await connect(app, impl)
+        await link.send_event(huge)
+        await link.send_event(impl.private_message("still there?"))
+        frame = await link.next_action("send_private_msg")
+        assert not link.closed.is_set()
+    assert "still there?" in sent_text({"action": "send_private_msg", "params": frame["params"]})
+    assert len(chat.requests) == 1  # the huge one never reached the model
+    assert any("over the 16 MiB frame cap" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_get_file_answer_over_16_mib_is_read_and_the_link_stays(
+    tmp_path: Path, database_url: str, chat: FakeOpenAI, impl: FakeOneBot
+) -> None:
+    """A 13 MB file is a 17.3 MB base64 answer: within the file cap, over the old 16 MiB
+    frame limit that closed the link."""
+    body = b"HEADLINE of the big file\n" + b"filler line\n" * (13_000_000 // 12)
+
+    def get_file(params: dict[str, Any]) -> dict[str, Any]:
+        return {"file_name": "big.txt", "base64": base64.b64encode(body).decode()}
+
+    impl.responders["get_file"] = get_file
+    settings = settings_for(
+        tmp_path, database_url, chat, onebot=QQ, documents={"max_bytes": 20 * 1024 * 1024}
+    )
+    async with daemon(settings) as app:
+        await file_then_text(await connect(app, impl), impl, "big.txt")
+    first = content_text(chat.requests[0]["messages"][-1]["content"])
+    assert "(Document 1: big.txt — HEADLINE of the big file" in first
+
+
+async def test_a_get_file_answer_over_the_answer_cap_fails_that_file_only(
+    tmp_path: Path, database_url: str, chat: FakeOpenAI, impl: FakeOneBot
+) -> None:
+    """An answer larger than any file within the cap could make is refused on its own:
+    the document is "not read", the link and the next message go on."""
+
+    def get_file(params: dict[str, Any]) -> dict[str, Any]:
+        return {"file_name": "huge.txt", "base64": "QUJD" * (34 * 1024 * 1024 // 4)}
+
+    impl.responders["get_file"] = get_file
+    settings = settings_for(tmp_path, database_url, chat, onebot=QQ)
+    async with daemon(settings) as app:
+        await file_then_text(await connect(app, impl), impl, "huge.txt")
+    first = content_text(chat.requests[0]["messages"][-1]["content"])
+    assert "(Document 1: huge.txt — not read: larger than" in first
+
+
+async def file_then_text(link: FakeLink, impl: FakeOneBot, name: str) -> None:
+    """A QQ file (read through get_file), then a text: both answered on the same link."""
+    file = {"type": "file", "data": {"file": name, "file_id": f"fid-{name}"}}
+    await link.send_event(impl.private_message([file], user_id=20002))
+    await link.next_action("send_private_msg", limit_s=30.0)
+    await link.send_event(impl.private_message("and then?", user_id=20002))
+    await link.next_action("send_private_msg", limit_s=10.0)
+    assert not link.closed.is_set()

@@ -21,7 +21,7 @@ from bot.config import Settings
 from bot.wiring.app import App
 from channels.onebot.channel import OneBotChannel
 from core.turn.accepted import restored_message
-from tests.fakes.files import MP3_VOICE, OGG_VOICE, make_pdf, make_silk
+from tests.fakes.files import MP3_VOICE, OGG_VOICE, make_pdf, make_silk, make_wav
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot, MediaServer
 from tests.fakes.openai_server import FakeOpenAI, content_text
 from tests.fakes.telegram_server import FakeTelegram, group_chat, private_chat, user
@@ -196,6 +196,37 @@ async def test_voice_longer_than_allowed_is_not_transcribed(
     assert "(Voice: longer than 10 seconds, not transcribed)" in content_text(
         model.requests[-1]["messages"][-1]["content"]
     )
+
+
+async def test_voice_declared_short_but_long_when_measured_is_not_transcribed(
+    tmp_path: Path, database_url: str, model: FakeOpenAI, tg: FakeTelegram
+) -> None:
+    """Issue 35 item 9: the platform says 1 s; the WAV holds 2,000 s. The length is
+    measured from the audio itself, so nothing reaches the speech service."""
+    long_wav = make_wav(2000, rate=4_000)  # 8 MB, under the 10 MB cap
+    settings = tg_settings(tmp_path, database_url, model, tg)
+    async with daemon(settings):
+        note = voice_note(tg, long_wav, duration=1) | {"mime_type": "audio/wav"}
+        tg.push_message(private_chat(ALICE), ALICE, None, voice=note)
+        await tg.wait_for("sendMessage")
+    assert model.transcriptions == []
+    assert "(Voice: longer than 300 seconds, not transcribed)" in content_text(
+        model.requests[-1]["messages"][-1]["content"]
+    )
+
+
+async def test_voice_whose_header_claims_more_than_it_holds_is_heard(
+    tmp_path: Path, database_url: str, model: FakeOpenAI, tg: FakeTelegram
+) -> None:
+    """The measurement counts decoded samples: a WAV whose header declares an hour but
+    holds two seconds is within the limit and is transcribed as sent."""
+    wav = make_wav(2, declared_frames=3600 * 8_000)
+    settings = tg_settings(tmp_path, database_url, model, tg)
+    async with daemon(settings):
+        tg.push_message(private_chat(ALICE), ALICE, None, voice=voice_note(tg, wav, duration=2))
+        await tg.wait_for("sendMessage")
+    (heard,) = model.transcriptions
+    assert heard["bytes"] == wav
 
 
 # -- QQ -------------------------------------------------------------------------------

@@ -36,6 +36,10 @@ class ActionTimeout(OneBotError):
     """No response with our echo arrived in time."""
 
 
+class AnswerTooLarge(OneBotError):
+    """The answer arrived but was larger than the connection reads; skipped unread."""
+
+
 class ConnectionLost(OneBotError):
     """The connection closed (or was replaced) before the response arrived."""
 
@@ -88,6 +92,17 @@ class ActionClient:
         if not future.done():
             future.set_result(frame)
         return True
+
+    def waiting(self, echo: str) -> bool:
+        """Whether a request with this echo still waits for its answer."""
+        future = self._pending.get(echo)
+        return future is not None and not future.done()
+
+    def fail(self, echo: str, error: OneBotError) -> None:
+        """End one waiting request with `error` (its answer could not be read)."""
+        future = self._pending.get(echo)
+        if future is not None and not future.done():
+            future.set_exception(error)
 
     def close(self, reason: str) -> None:
         """Fail every pending request now and refuse new ones."""

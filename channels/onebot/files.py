@@ -18,9 +18,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from channels.onebot.actions import OneBotError
+from channels.onebot.actions import AnswerTooLarge, OneBotError
 from channels.onebot.message import FileSegment
-from channels.onebot.transport import OneBotConnection
+from channels.onebot.transport import MAX_ANSWER_BYTES, OneBotConnection
 from core.media.fetch import DownloadError, DownloadTooLarge, SafeDownloader
 from core.messages import Attachment
 
@@ -31,6 +31,11 @@ log = logging.getLogger(__name__)
 ConnectionFor = Callable[[], OneBotConnection]
 
 FILES_MAX_BYTES = 20 * 1024 * 1024  # documents and voice; the readers apply their own caps
+# A get_file/get_record answer carries the file as base64 (4/3 of its size) in one frame:
+# the file cap must stay below what one answer frame may hold, or a file within the cap
+# could never arrive (and before the answer cap existed, it closed the link).
+_ANSWER_SLACK = 64 * 1024  # the rest of the answer: file name, path, url, echo
+assert FILES_MAX_BYTES * 4 // 3 + _ANSWER_SLACK <= MAX_ANSWER_BYTES
 VOICE_FORMAT = "mp3"  # what get_record is asked to hand back (transcription takes it as is)
 
 
@@ -110,6 +115,8 @@ class QQFiles:
             params["file_id"] = seg.file_id
         try:
             data = await conn.actions.call(action, params, timeout_s=self._timeout_s)
+        except AnswerTooLarge as exc:  # the file in it is over the cap: say so, no fallback
+            raise DownloadTooLarge(f"the {seg.kind} is too large: {exc}") from None
         except OneBotError as exc:
             log.info("onebot%s: %s failed: %s", conn.label, action, exc)
             return None

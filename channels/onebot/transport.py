@@ -12,6 +12,7 @@ import asyncio
 import hmac
 import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -19,14 +20,27 @@ from typing import Any
 import aiohttp
 from aiohttp import WSMsgType, web
 
-from channels.onebot.actions import ActionClient, is_response
+from channels.onebot.actions import ActionClient, AnswerTooLarge, is_response
 
 log = logging.getLogger(__name__)
 
 FrameHandler = Callable[["OneBotConnection", dict[str, Any]], None]
 ConnectionHandler = Callable[["OneBotConnection"], Awaitable[None]]
 
+# Three sizes, because aiohttp cannot skip one oversized WebSocket message: past its
+# `max_msg_size` it fails the whole socket (close code 1009) and every message after it.
+# So the socket takes up to MAX_SOCKET_BYTES and we judge each frame ourselves: an event
+# over MAX_FRAME_BYTES is skipped with a log line; an answer to one of our own actions
+# (get_file's base64 body) may be up to MAX_ANSWER_BYTES, which holds the base64 of any
+# file within the files cap; a larger answer fails that one action. Only a frame over
+# MAX_SOCKET_BYTES still ends the link (the implementation reconnects).
 MAX_FRAME_BYTES = 16 * 1024 * 1024
+MAX_ANSWER_BYTES = 32 * 1024 * 1024
+MAX_SOCKET_BYTES = 64 * 1024 * 1024
+_MIB = 1024 * 1024
+# A top-level-or-nested `"echo": "..."` key; inside a JSON string the quotes would be
+# escaped, so this only finds real keys. Read only from frames too large to parse.
+_ECHO = re.compile(r'"echo"\s*:\s*"([^"\\]{1,200})"')
 CLOSE_REPLACED = 4000  # application close code: a newer connection took over
 
 
@@ -81,7 +95,7 @@ class OneBotConnection:
                     self._on_data(msg.data, on_frame)
                 elif msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED):
                     break
-                elif msg.type is WSMsgType.ERROR:
+                elif msg.type is WSMsgType.ERROR:  # a frame over MAX_SOCKET_BYTES lands here
                     log.warning("onebot%s: websocket error: %s", self.label, self.ws.exception())
                     break
         finally:
@@ -108,6 +122,8 @@ class OneBotConnection:
         """One frame in. A frame we cannot read or handle is skipped with one log line:
         whatever it holds (nesting deeper than the parser's recursion limit, ids of the
         wrong type), it must never end the link and the account's other messages."""
+        if len(data) > MAX_FRAME_BYTES and not self._large_answer(data):
+            return
         try:
             text = data.decode("utf-8") if isinstance(data, bytes) else data
             frame = json.loads(text)
@@ -130,6 +146,35 @@ class OneBotConnection:
             log.warning(
                 "onebot%s: frame skipped: %s while handling it", self.label, type(exc).__name__
             )
+
+    def _large_answer(self, data: str | bytes) -> bool:
+        """A frame over MAX_FRAME_BYTES: True to read it (the answer to an action we wait
+        for, within MAX_ANSWER_BYTES); otherwise it is skipped here, and an answer too
+        large fails its own action at once (not after the timeout)."""
+        size = len(data)
+        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+        found = _ECHO.search(text)
+        echo = found.group(1) if found else None
+        if echo is None or not self.actions.waiting(echo):
+            log.warning(
+                "onebot%s: frame of %.1f MiB skipped: over the %d MiB frame cap",
+                self.label,
+                size / _MIB,
+                MAX_FRAME_BYTES // _MIB,
+            )
+            return False
+        if size <= MAX_ANSWER_BYTES:
+            return True
+        log.warning(
+            "onebot%s: answer of %.1f MiB refused: over the %d MiB answer cap",
+            self.label,
+            size / _MIB,
+            MAX_ANSWER_BYTES // _MIB,
+        )
+        self.actions.fail(
+            echo, AnswerTooLarge(f"its answer is over {MAX_ANSWER_BYTES // _MIB} MiB")
+        )
+        return False
 
     async def close(self, reason: str, code: int = aiohttp.WSCloseCode.GOING_AWAY) -> None:
         self.actions.close(reason)
@@ -211,7 +256,7 @@ class ReverseServer:
         self_id = request.headers.get("X-Self-ID", "").strip() or None
         if self_id is not None and not self_id.isdigit():
             raise web.HTTPBadRequest(text="X-Self-ID must be a QQ number\n")
-        ws = web.WebSocketResponse(max_msg_size=MAX_FRAME_BYTES)
+        ws = web.WebSocketResponse(max_msg_size=MAX_SOCKET_BYTES)
         await ws.prepare(request)
         log.info("onebot: implementation connected from %s (self id %s)", peer, self_id or "?")
         await self._on_connection(self._make(ws, self_id))
@@ -276,7 +321,7 @@ class ForwardClient:
                             self._url,
                             headers=headers,
                             timeout=timeout,
-                            max_msg_size=MAX_FRAME_BYTES,
+                            max_msg_size=MAX_SOCKET_BYTES,
                             autoping=True,
                         )
                 except (aiohttp.ClientError, OSError, TimeoutError) as exc:

@@ -19,7 +19,7 @@ from core.media.documents import DocumentText
 from core.media.links import LinkReader
 from core.media.sandbox import ParseFailed, ParseSandbox
 from core.media.shared import NOTICE, Defuse, neutralise, one_line
-from core.media.voice import SpeechService, VoiceError
+from core.media.voice import SpeechService, VoiceError, VoiceTooLong
 from core.messages import Attachment, InboundMessage
 from core.usage.meter import UsageSubject
 
@@ -136,11 +136,14 @@ class SharedReader:
         options = self._speech.options
         if attachment.size is not None and attachment.size > options.max_bytes:
             return "(Voice: too large to transcribe)"
+        too_long = f"(Voice: longer than {options.max_seconds:g} seconds, not transcribed)"
         if attachment.duration_s is not None and attachment.duration_s > options.max_seconds:
-            return f"(Voice: longer than {options.max_seconds:g} seconds, not transcribed)"
+            return too_long
         try:
             data = await attachment.fetch()
             text = await self._speech.transcribe(data, who=who, duration_s=attachment.duration_s)
+        except VoiceTooLong:  # measured from the audio: the platform's figure may lie
+            return too_long
         except VoiceError as exc:
             return f"(Voice: could not be transcribed: {one_line(str(exc), 120)})"
         except Exception as exc:  # the channel's download failed

@@ -66,13 +66,38 @@ def pcm_to_wav(pcm: bytes, rate: int) -> bytes:
     return out.getvalue()
 
 
-def wav_seconds(data: bytes) -> float | None:
-    """The length of a WAV, for the max_seconds check when the platform did not say."""
+def measured_seconds(data: bytes, limit_s: float) -> float:
+    """Seconds of sound in `data`, counted by decoding it (PyAV), stopping just past
+    `limit_s`: a result above `limit_s` means "too long", not the whole length.
+
+    Why decode and count samples: the duration a platform reports and the one a container
+    header declares (a WAV's frame count, an Ogg granule position) are written by the
+    sender; a note "of 1 s" can hold 2,000 s that the speech service bills in full. Why
+    stop at the limit: counting a long file to its end costs CPU for nothing. Audio that
+    cannot be decoded cleanly to the end (or the limit) is refused: a decoder that skips a
+    broken packet (as the speech service's may) could find more behind it. CPU-bound.
+    """
+    import av  # lazy: PyAV (FFmpeg) only when a voice note is heard
+
+    samples = 0
+    rate = 0
     try:
-        with wave.open(io.BytesIO(data), "rb") as wav:
-            return wav.getnframes() / float(wav.getframerate() or 1)
-    except (wave.Error, EOFError):
-        return None
+        with av.open(io.BytesIO(data), mode="r") as container:
+            if not container.streams.audio:
+                raise BadAudio("there is no sound in it")
+            stream = container.streams.audio[0]
+            for frame in container.decode(stream):
+                rate = frame.sample_rate or rate
+                samples += frame.samples
+                if rate and samples / rate > limit_s:
+                    break
+    except BadAudio:
+        raise
+    except (av.error.FFmpegError, ValueError, OSError, EOFError):
+        raise BadAudio("the audio could not be decoded") from None
+    if not rate:
+        raise BadAudio("there is no sound in it")
+    return samples / rate
 
 
 def ready_for_api(data: bytes) -> tuple[bytes, str, str]:

@@ -29,6 +29,7 @@ NOT_DESCRIBED = "not described"
 UNREADABLE = "could not be read"
 ATTACHED = "attached"
 MAX_DESCRIPTION_CHARS = 1200
+DECODES_AT_ONCE = 2  # image decodes in all chats together (one per chat)
 DESCRIBE_PROMPT = (
     "Describe this image faithfully for someone who cannot see it: what it shows, the "
     "setting, people's expressions, and transcribe any text in it exactly (OCR). Be "
@@ -77,6 +78,7 @@ class VisionReader:
         timeout_s: float = 60.0,
         cache_entries: int = 512,
         meter: UsageMeter | None = None,
+        decodes_at_once: int = DECODES_AT_ONCE,
     ) -> None:
         self._llm = vision_llm
         mode = settings.mode
@@ -90,6 +92,10 @@ class VisionReader:
         # one chat and as many for one sender: slow downloads or a hung vision call in one
         # chat cannot hold every slot while another person's photo waits.
         self._limit = FairLimiter(settings.concurrency, settings.concurrency_per_chat)
+        # Decoding is where an image costs memory (up to about 150 MB for a 24-megapixel
+        # PNG): one at a time per chat, `decodes_at_once` in all, whatever the slots above
+        # let download at once. Three photos in one message decode one after another.
+        self._decoding = FairLimiter(decodes_at_once, 1)
         # Descriptions by image hash; least recently used go first. 0 entries: no cache.
         self._cache: LRUCache[str, str] | None = LRUCache(cache_entries) if cache_entries else None
         self.describe_calls = 0
@@ -164,9 +170,10 @@ class VisionReader:
             if self._mode == "describe" and (cached := self._cached(digest)) is not None:
                 return cached, None, digest  # the same meme again: no decode, no model call
             try:
-                ready = await asyncio.to_thread(
-                    prepare_image, data, max_side=self._max_side, max_pixels=self._max_pixels
-                )
+                async with self._decoding.slot(keys[0]):
+                    ready = await asyncio.to_thread(
+                        prepare_image, data, max_side=self._max_side, max_pixels=self._max_pixels
+                    )
             except TooManyPixels as exc:  # refused from its header: never decoded
                 log.info("image skipped: %s", exc)
                 return f"not read: {exc}", None, ""

@@ -17,7 +17,7 @@ import openai
 from cachetools import LRUCache
 
 from core.llm.provider import ChatResult
-from core.media.audio import BadAudio, ready_for_api, wav_seconds
+from core.media.audio import BadAudio, measured_seconds, ready_for_api
 from core.usage.meter import ModelCall, UsageMeter, UsageSubject
 
 log = logging.getLogger(__name__)
@@ -27,6 +27,10 @@ MAX_TRANSCRIPT_CHARS = 8000
 
 class VoiceError(Exception):
     """Speech could not be turned into text or back; str(exc) is a short reason."""
+
+
+class VoiceTooLong(VoiceError):
+    """Longer than `max_seconds`, as declared or as measured from the audio."""
 
 
 class VoiceOptions(Protocol):
@@ -79,19 +83,18 @@ class SpeechService:
         if len(data) > self.options.max_bytes:
             raise VoiceError(f"it is larger than {self.options.max_bytes} bytes")
         if duration_s is not None and duration_s > self.options.max_seconds:
-            raise VoiceError(f"it is longer than {self.options.max_seconds:g} seconds")
+            raise VoiceTooLong(f"it is longer than {self.options.max_seconds:g} seconds")
         digest = hashlib.sha256(data).hexdigest()
         cached = self._cache.get(digest)
         if cached is not None:
             return cached
         try:
-            audio, name, mime = await asyncio.to_thread(ready_for_api, data)
+            audio, name, mime, seconds = await asyncio.to_thread(self._measured, data)
         except BadAudio as exc:
             raise VoiceError(str(exc)) from None
-        if duration_s is None and name.endswith(".wav"):
-            seconds = wav_seconds(audio)
-            if seconds is not None and seconds > self.options.max_seconds:
-                raise VoiceError(f"it is longer than {self.options.max_seconds:g} seconds")
+        if seconds > self.options.max_seconds:  # whatever the platform said it was
+            log.info("voice refused: over %g seconds when measured", self.options.max_seconds)
+            raise VoiceTooLong(f"it is longer than {self.options.max_seconds:g} seconds")
         self.transcribe_calls += 1
         try:
             result = await self._client.audio.transcriptions.create(
@@ -104,6 +107,12 @@ class SpeechService:
         await self._record(who, self.options.model, "", text, "transcription")
         self._cache[digest] = text
         return text
+
+    def _measured(self, data: bytes) -> tuple[bytes, str, str, float]:
+        """What the endpoint gets (bytes, name, mime) and its length as measured from
+        those very bytes, never as declared. CPU-bound: run in a worker thread."""
+        audio, name, mime = ready_for_api(data)
+        return audio, name, mime, measured_seconds(audio, self.options.max_seconds)
 
     async def speak(self, text: str, *, who: UsageSubject | None) -> bytes:
         """Speech for `text` as OGG/Opus (what a Telegram voice bubble needs)."""

@@ -143,5 +143,37 @@ def make_silk(seconds: float = 1.0) -> bytes:
     return out.getvalue()
 
 
-OGG_VOICE = b"OggS\x00\x02" + bytes(range(256)) * 4  # looks like OGG; never decoded
-MP3_VOICE = b"ID3\x04\x00\x00\x00\x00\x00\x00" + b"\xff\xfb\x90\x00" * 200
+def make_wav(seconds: float, rate: int = 8_000, *, declared_frames: int | None = None) -> bytes:
+    """A real mono 8-bit WAV of silence; `declared_frames` writes a lying frame count
+    into its header (the data chunk still holds `seconds` of sound)."""
+    frames = int(seconds * rate)
+    data_size = frames if declared_frames is None else declared_frames
+    header = b"RIFF" + struct.pack("<I", 36 + data_size) + b"WAVE"
+    header += b"fmt " + struct.pack("<IHHIIHH", 16, 1, 1, rate, rate, 1, 8)
+    header += b"data" + struct.pack("<I", data_size)
+    return header + b"\x80" * frames
+
+
+def encode_audio(seconds: float, fmt: str, codec: str, rate: int) -> bytes:
+    """A real tone in `fmt`/`codec`, encoded with PyAV (decodes like any phone's note)."""
+    import av
+
+    pcm = tone_pcm(seconds, rate)
+    out = io.BytesIO()
+    with av.open(out, mode="w", format=fmt) as sink:
+        stream = sink.add_stream(codec, rate=rate)
+        stream.layout = "mono"
+        frame = av.AudioFrame(format="s16", layout="mono", samples=len(pcm) // 2)
+        frame.sample_rate = rate
+        frame.planes[0].update(pcm)
+        resampler = av.AudioResampler(format=stream.format.name, layout="mono", rate=rate)
+        for ready in [*resampler.resample(frame), *resampler.resample(None)]:
+            for packet in stream.encode(ready):
+                sink.mux(packet)
+        for packet in stream.encode(None):
+            sink.mux(packet)
+    return out.getvalue()
+
+
+OGG_VOICE = encode_audio(1.0, "ogg", "libopus", 48_000)  # a real 1 s OGG/Opus voice note
+MP3_VOICE = encode_audio(1.0, "mp3", "libmp3lame", 24_000)
