@@ -10,6 +10,10 @@ from typing import Any, Protocol
 
 from memory.types import InChat
 
+# The message id of a scheduled task's turn (core/reminders/scheduler.py): no platform
+# message has it, so its answer quotes nothing.
+SCHEDULED_PREFIX = "schedule:"
+
 
 class ChatType(StrEnum):
     PRIVATE = "private"
@@ -138,7 +142,7 @@ class OutboundMessage:
     reply_to_message_id: str | None = None
     thread_id: str | None = None
     # A channel's record of messages already showing this reply (a stream that died):
-    # complete those instead of sending a second copy. See core/turn/streaming.py.
+    # complete those instead of sending a second copy. See core/streaming.py.
     resume: dict[str, Any] | None = None
     # Address this person in a group (a Telegram mention, a QQ at): a proactive message
     # such as a reminder, sent when nobody in the chat asked for it at that moment.

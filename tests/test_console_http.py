@@ -86,7 +86,9 @@ async def seed_hostile(run: Running) -> None:
             assert answered.status == 200, await answered.text()
     storage = run.app.storage
     assert storage is not None
-    title = NewTurn("http", STORED_GROUP, "group", "user", "context", "hi", 1, USER, chat_title=HOSTILE)
+    title = NewTurn(
+        "http", STORED_GROUP, "group", "user", "context", "hi", 1, USER, chat_title=HOSTILE
+    )
     await storage.add_turn(title)
     await storage.add_memory("http", USER, HOSTILE, "http:admin")
     await storage.chat_settings.update("http", STORED_GROUP, by="test", persona=HOSTILE)

@@ -1,4 +1,4 @@
-"""The turn path with a channel that previews replies (core/turn/streaming.py's seam).
+"""The turn path with a channel that previews replies (core/streaming.py's seam).
 
 The model is the fake OpenAI server streaming real Server-Sent Events; the channel is a
 recording implementation of the StreamingOutlet Protocol (the Telegram one is tested
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from core.messages import DeliveryError, OutboundMessage, Sent
+from core.streaming import StreamRecorder
 from core.turn.processor import APOLOGY, MessageProcessor
-from core.turn.streaming import StreamRecorder
 from memory.store import SqlStorage
 from tests.fakes.openai_stream import StreamShape
 from tests.rig import Rig, build_rig, msg

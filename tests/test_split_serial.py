@@ -7,7 +7,8 @@ import asyncio
 import pytest
 
 from channels.formatting.split import split_text
-from core.turn.ordering import ChatSerializer, ChatTicket, TaskTracker
+from core.tasks import TaskTracker
+from core.turn.ordering import ChatSerializer, ChatTicket
 from memory.types import ChatKey
 
 CHAT_A = ChatKey("telegram", "a")
@@ -157,7 +158,7 @@ async def test_spawned_tasks_are_kept_logged_and_drained(caplog) -> None:
     assert len(tracker) == 2  # strong references: nothing is garbage collected mid-flight
     assert await tracker.drain(2.0) == 0
     assert done == ["ok"] and len(tracker) == 0
-    (record,) = [r for r in caplog.records if r.name == "core.turn.ordering"]
+    (record,) = [r for r in caplog.records if r.name == "core.tasks"]
     assert record.levelname == "ERROR" and "test task failing failed" in record.getMessage()
     assert record.exc_info is not None and "lost reply" in str(record.exc_info[1])
 

@@ -1,10 +1,10 @@
-"""The one sliding-window counter (core/turn/window.py) behind rate limits, pacing and sign-ins."""
+"""The one sliding-window counter (core/window.py) behind rate limits, pacing and sign-ins."""
 
 from __future__ import annotations
 
 import pytest
 
-from core.turn.window import SlidingWindow
+from core.window import SlidingWindow
 from tests.fakes.manual_clock import ManualTicker
 
 

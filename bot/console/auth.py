@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from core.clock import WallClock, utc_now
-from core.turn.window import SlidingWindow
+from core.window import SlidingWindow
 
 MAX_SESSIONS = 64  # the oldest is signed out when more sign in
 FAILURES_PER_ADDRESS = 5  # wrong passwords from one address per window, then refused
@@ -88,7 +88,7 @@ def csrf_matches(session: Session, given: str | None) -> bool:
 
 
 class SignInLimiter:
-    """Counts failed sign-ins per address and in total (core/turn/window.py's counter)."""
+    """Counts failed sign-ins per address and in total (core/window.py's counter)."""
 
     _EVERYONE = ""  # the key under which every address's failures are counted together
 

@@ -30,7 +30,7 @@ from core.clock import Clock
 from core.inject import clean_name
 from core.media.fetch import DownloadPolicy, SafeDownloader
 from core.messages import Attachment, ImageRef, OutboundMessage, Sent
-from core.turn.ordering import TaskTracker
+from core.tasks import TaskTracker
 
 log = logging.getLogger(__name__)
 

@@ -61,8 +61,8 @@ from core.messages import (
     Sent,
     TryLater,
 )
-from core.turn.ordering import TaskTracker
-from core.turn.streaming import StreamRecorder
+from core.streaming import StreamRecorder
+from core.tasks import TaskTracker
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +257,7 @@ class TelegramChannel:
     def open_stream(
         self, message: OutboundMessage, record: StreamRecorder
     ) -> TelegramStream | None:
-        """A preview of the reply `message` addresses (core.turn.streaming.StreamingOutlet);
+        """A preview of the reply `message` addresses (core.streaming.StreamingOutlet);
         None when `[telegram] streaming = "off"` or the channel is not started."""
         if message.platform != PLATFORM or self._config.streaming == "off" or self._sender is None:
             return None

@@ -13,7 +13,7 @@ Time comes from an injected `Clock`, so tests run the pacing in virtual time.
 from __future__ import annotations
 
 from core.clock import Clock
-from core.turn.window import SlidingWindow
+from core.window import SlidingWindow
 
 GROUP_SENDS_PER_MIN = 20
 WINDOW_S = 60.0

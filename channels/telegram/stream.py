@@ -1,4 +1,4 @@
-"""A Telegram reply shown while the model writes it (core.turn.streaming.ReplyStream).
+"""A Telegram reply shown while the model writes it (core.streaming.ReplyStream).
 
 Private chats: the growing text is the chat's draft (sendMessageDraft, one draft id per
 turn); the final reply is sent as a message, which replaces the draft. Groups and
@@ -32,7 +32,7 @@ from channels.telegram.completion import Shown, Target, complete, final_pieces, 
 from channels.telegram.outbound import MessageGone, TelegramSender
 from channels.telegram.presence import Presence
 from core.messages import DeliveryError, Sent
-from core.turn.streaming import StreamRecorder
+from core.streaming import StreamRecorder
 
 log = logging.getLogger(__name__)
 

@@ -16,11 +16,11 @@ from typing import Any, Literal, Protocol
 
 from cachetools import LRUCache
 
+from core.fairness import FairLimiter
 from core.llm import LLMError, LLMProvider
 from core.media.data_url import data_url
 from core.media.imaging import BadImage, TooManyPixels, prepare_image
 from core.messages import ImageRef, InboundMessage, TooLarge
-from core.turn.fairness import FairLimiter
 from core.usage.meter import ModelCall, UsageMeter, UsageSubject
 
 log = logging.getLogger(__name__)

@@ -37,10 +37,17 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from core.messages import ChatType, DeliveryError, InboundMessage, OutboundMessage, Sent, message_in
+from core.messages import (
+    SCHEDULED_PREFIX,
+    ChatType,
+    DeliveryError,
+    InboundMessage,
+    OutboundMessage,
+    Sent,
+    message_in,
+)
 from core.reminders.service import late_note
 from core.reminders.when import Schedule
-from core.turn.accepted import SCHEDULED_PREFIX
 from memory.reminder_types import Reminder, Run
 
 if TYPE_CHECKING:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from core.context.escaping import escape_attr, escape_text
 from core.context.history_views import turn_message
 from core.llm import ChatResult, LLMProvider
+from core.streaming import PreviewSink
 from core.tools.memory import forget_tool, remember_tool
 from core.tools.preview import streamed_round
 from core.tools.registry import (
@@ -35,7 +36,6 @@ from core.tools.registry import (
 from core.tools.remind import remind_tool
 from core.tools.search import SearchBackend, search_tool
 from core.tools.source import ToolSource
-from core.turn.streaming import PreviewSink
 from core.usage.meter import ModelCall, UsageMeter, UsageSubject
 from memory.types import Role, TurnKind
 

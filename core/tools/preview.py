@@ -12,8 +12,8 @@ from contextlib import aclosing
 from typing import Any
 
 from core.llm import ChatResult, LLMError, LLMProvider, StreamDone, TextDelta
+from core.streaming import PreviewSink
 from core.tools.registry import ToolRegistry
-from core.turn.streaming import PreviewSink
 
 
 def visible_text(registry: ToolRegistry, text: str) -> str:

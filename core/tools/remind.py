@@ -9,10 +9,9 @@ confirmation line with the id, or the one-line refusal.
 
 from __future__ import annotations
 
-from core.messages import InboundMessage
+from core.messages import SCHEDULED_PREFIX, InboundMessage
 from core.reminders.service import Reminders
 from core.tools.registry import Observation, Tool, ToolContext
-from core.turn.accepted import SCHEDULED_PREFIX
 from memory.reminder_types import ReminderRefused
 
 USAGE = (

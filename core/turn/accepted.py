@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from core.messages import (
+    SCHEDULED_PREFIX,
     Attachment,
     ChatType,
     ImageRef,
@@ -65,11 +66,6 @@ def restored_message(entry: IntakeEntry, routes: ChannelRoutes | None) -> Inboun
         message_id=entry.platform_message_id,
         timestamp=entry.received_at,
     )
-
-
-# The message id of a scheduled task's turn (core/reminders/scheduler.py): no platform
-# message has it, so its answer quotes nothing.
-SCHEDULED_PREFIX = "schedule:"
 
 
 def reply_for(message: InboundMessage, text: str, *, late: bool) -> OutboundMessage:

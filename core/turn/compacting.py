@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from core.context.compaction import Compactor
 from core.messages import InboundMessage
-from core.turn.ordering import TaskTracker
+from core.tasks import TaskTracker
 from core.usage.meter import UsageSubject
 from memory.types import Turn
 

@@ -30,7 +30,7 @@ from core.messages import (
     Sent,
 )
 from core.storage import Intake
-from core.turn.streaming import ReplyStream, StreamRecorder
+from core.streaming import ReplyStream, StreamRecorder
 
 log = logging.getLogger(__name__)
 

@@ -19,13 +19,14 @@ from core.media.attachments import SharedNotes
 from core.media.vision import NOT_DESCRIBED, ImageNotes
 from core.messages import InboundMessage
 from core.storage import Store
+from core.streaming import ReplyStream
+from core.tasks import TaskTracker
 from core.tools.loop import ToolLoop
 from core.tools.registry import ToolContext
 from core.turn.accepted import intake_draft, reply_for, restored_message
 from core.turn.compacting import BackgroundCompaction
 from core.turn.delivery import ChannelRoutes, Outbox
-from core.turn.ordering import ChatSerializer, ChatTicket, TaskTracker
-from core.turn.streaming import ReplyStream
+from core.turn.ordering import ChatSerializer, ChatTicket
 from core.turn.turns import TurnFactory
 from memory.types import (
     ChatKey,

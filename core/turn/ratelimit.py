@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from cachetools import LRUCache
 
 from core.clock import Ticker
-from core.turn.window import SlidingWindow
+from core.window import SlidingWindow
 
 RATE_NOTICE = "You're sending messages faster than I can answer. Please wait a minute."
 
@@ -29,7 +29,7 @@ class RateDecision:
 
 
 class RateLimiter:
-    """At most `limit` events per `window_s` seconds for each key (core/turn/window.py counts).
+    """At most `limit` events per `window_s` seconds for each key (core/window.py counts).
 
     `limit = 0` disables limiting. A refused key is told once per window: the notice
     marks are kept for as many keys as the window tracks, and go with them.
