@@ -52,6 +52,35 @@ _RESULT_TAGS = frozenset({"tool_result", "skill_result", "subagent_result"})
 # as the seed format writes them: `<user_message id="c2" role="user">`.
 _ROLE_TAGS = frozenset({"user_message", "assistant_response", "assistant_clarification"})
 _ACTIONS: Mapping[str, str] = MappingProxyType({"assistant_clarification": "clarification"})
+# A chunk's `action` (in its metadata) names its tag within its type, as the seed's
+# chunks do: an ENVIRONMENT chunk with action="tool_result" is a <tool_result>.
+_ACTION_TAGS: Mapping[ChunkType, Mapping[str, str]] = MappingProxyType(
+    {
+        ChunkType.AGENT: {"clarification": "assistant_clarification"},
+        ChunkType.WORKFLOW: {"tool_call": "tool_call", "skill_call": "skill_call"},
+        ChunkType.DELEGATION: {
+            tag: tag
+            for tag in (
+                "spawn_subagent",
+                "message_to_subagent",
+                "subagent_result",
+                "parent_agent_message",
+            )
+        },
+        ChunkType.ENVIRONMENT: {"tool_result": "tool_result", "skill_result": "skill_result"},
+        ChunkType.WORKING_FLOW: {"todo_set": "todo_update", "todo_update": "todo_update"},
+        ChunkType.OUTPUT: {
+            tag: tag for tag in ("task_completed", "task_abandoned", "task_terminated")
+        },
+    }
+)
+# The seed writes the action on these tags (`<tool_call id=".." action="tool_call" ..>`);
+# on the others the tag itself says it, so an action that chose the tag is not repeated.
+_ACTION_ATTR_TAGS = frozenset({"assistant_clarification", "tool_call", "skill_call", "todo_update"})
+# The seed's working-flow subtypes, shown on their tag: `<thinking id=".." subtype="THINKING">`.
+SUBTYPE_TAGS: Mapping[str, str] = MappingProxyType(
+    {"THINKING": "thinking", "USER": "user_intervention"}
+)
 # The tag of a chunk without `subtype`: (type, role) -> tag, then (type, None) -> tag.
 _TYPE_TAGS: Mapping[tuple[ChunkType, str | None], str] = MappingProxyType(
     {
@@ -107,42 +136,63 @@ class XmlChunkRenderer:
         self.tags = DEFAULT_TAGS | frozenset(extra_tags)
 
     def can_render(self, chunk: Chunk) -> bool:
-        return chunk.subtype is None or chunk.subtype in TAG_ROLES
+        return chunk.subtype is None or chunk.subtype in TAG_ROLES or chunk.subtype in SUBTYPE_TAGS
 
     def tag_for(self, chunk: Chunk) -> str:
+        """`subtype` (a tag, or a seed subtype such as THINKING), else the `action` in the
+        metadata within the chunk's type, else the type and role."""
         if chunk.subtype is not None:
+            if chunk.subtype in SUBTYPE_TAGS:
+                return SUBTYPE_TAGS[chunk.subtype]
             if chunk.subtype not in TAG_ROLES:
                 raise ValueError(
                     f"chunk {chunk.id!r}: unknown subtype {chunk.subtype!r}; register a "
-                    f"renderer for it or use one of {sorted(TAG_ROLES)}"
+                    f"renderer for it or use one of {sorted(TAG_ROLES)} or {sorted(SUBTYPE_TAGS)}"
                 )
             return chunk.subtype
+        by_action = _action_tag(chunk)
+        if by_action is not None:
+            return by_action
         return _TYPE_TAGS.get((chunk.type, chunk.role)) or _TYPE_TAGS[(chunk.type, None)]
 
     def get_role(self, chunk: Chunk) -> str:
         return chunk.role or TAG_ROLES[self.tag_for(chunk)]
 
     def open_tag(self, chunk: Chunk, tag: str) -> str:
+        """id, role, action and subtype first, then the metadata, then success/error:
+        the seed's attribute order."""
         attrs = [f'id="{escape_attr(str(chunk.id))}"']
         fixed = {"id"}
+        meta = chunk.metadata
         if tag in _ROLE_TAGS:
             attrs.append(f'role="{escape_attr(self.get_role(chunk))}"')
             fixed.add("role")
-        if tag in _ACTIONS:
-            attrs.append(f'action="{_ACTIONS[tag]}"')
+        action = _ACTIONS.get(tag) or meta.get("action")
+        if tag in _ACTION_ATTR_TAGS and action is not None:
+            attrs.append(f'action="{_attr_text(action)}"')
             fixed.add("action")
-        meta = chunk.metadata
-        if tag in _RESULT_TAGS and "success" in meta:
-            ok = bool(meta["success"])
-            attrs.append(f'success="{"true" if ok else "false"}"')
-            if not ok and "error" not in meta:
-                attrs.append('error="true"')
+        elif _action_tag(chunk) == tag:
+            fixed.add("action")  # the tag says it
+        if chunk.subtype in SUBTYPE_TAGS:
+            attrs.append(f'subtype="{chunk.subtype}"')
+            fixed.add("subtype")
+        results = tag in _RESULT_TAGS and "success" in meta
+        if results:
+            fixed |= {"success", "error"}
         for key, value in meta.items():
-            if key in fixed or (key == "success" and tag in _RESULT_TAGS):
-                continue  # the chunk's id, role and action win; success was written above
+            if key in fixed:
+                continue  # the chunk's id, role and action win; success is written below
             name, text = _attr_name(key), _attr_text(value)
             if name is not None and text is not None:
                 attrs.append(f'{name}="{text}"')
+        if results:
+            ok = bool(meta["success"])
+            attrs.append(f'success="{"true" if ok else "false"}"')
+            error = _attr_text(meta.get("error"))
+            if error is not None:
+                attrs.append(f'error="{error}"')
+            elif not ok:
+                attrs.append('error="true"')
         return f"<{tag} {' '.join(attrs)}>"
 
     def parts(self, chunk: Chunk) -> tuple[str, str, str]:
@@ -156,3 +206,11 @@ class XmlChunkRenderer:
 
     def render(self, chunk: Chunk) -> str:
         return "".join(self.parts(chunk))
+
+
+def _action_tag(chunk: Chunk) -> str | None:
+    """The tag the chunk's `action` names within its type, if it names one."""
+    action = chunk.metadata.get("action")
+    if not isinstance(action, str):
+        return None
+    return _ACTION_TAGS.get(chunk.type, {}).get(action)
