@@ -441,6 +441,8 @@ class Bench:
         """Our system prompt with nothing cut: what the references are given."""
         if variant not in self.systems:
             big = new_builder(self.workspace, 1_000_000, self.counter, self.w)
+            # The seed layout: every part in the one system message (the cache layout's
+            # first message would leave out the time, session, memory and search result).
             built = big.build([], "x", components=turn_components(self.w, variant))
             self.systems[variant] = built.messages[0]["content"]
         return self.systems[variant]
@@ -464,7 +466,9 @@ class Bench:
         def run() -> Any:
             state["i"] += 1
             parts = comps[state["i"] % SEARCH_VARIANTS]
-            return builder.build(turns, w.current_text, images=w.image_parts, components=parts)
+            return builder.build(
+                turns, w.current_text, images=w.image_parts, components=parts, layout="cache"
+            )
 
         for _ in range(2 * SEARCH_VARIANTS):  # warm: every variant seen, then replaced
             run()
@@ -485,9 +489,11 @@ class Bench:
         counting = CountingCounter(self.counter, [t.content for t in turns])
         twin = new_builder(self.workspace, cell.budget, counting, w)  # type: ignore[arg-type]
         for v in range(SEARCH_VARIANTS + 1):
-            twin.build(turns, w.current_text, images=w.image_parts, components=comps[v % 4])
+            twin.build(
+                turns, w.current_text, images=w.image_parts, components=comps[v % 4], layout="cache"
+            )
         counting.calls = counting.chars = counting.history_calls = 0
-        twin.build(turns, w.current_text, images=w.image_parts, components=comps[1])
+        twin.build(turns, w.current_text, images=w.image_parts, components=comps[1], layout="cache")
         cell.history_tokenized = counting.history_calls
         cell.tokenizer_calls, cell.tokenizer_chars = counting.calls, counting.chars
         cell.new_chars = len(comps[1][2].content) + len(w.current_text)
@@ -500,7 +506,7 @@ class Bench:
         def fresh(counter: TokenCounter) -> Callable[[], Any]:
             builder = new_builder(self.workspace, cell.budget, counter, w)  # not timed
             return lambda: builder.build(
-                dicts, w.current_text, images=w.image_parts, components=parts
+                dicts, w.current_text, images=w.image_parts, components=parts, layout="cache"
             )
 
         for _ in range(reps):

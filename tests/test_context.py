@@ -98,7 +98,8 @@ def test_system_prompt_sections_in_documented_order(
     write_skill(
         workspace, "notes", "name: notes\ndescription: Take notes\nalways: true", "Always note."
     )
-    prompt = make(tool_guide="Write [Search: words].").build_system_prompt()
+    builder = make(tool_guide="Write [Search: words].")
+    prompt = builder.build_system_prompt(layout="cache")
     headers = [line[2:] for line in prompt.splitlines() if line.startswith("# ")]
     assert headers == [  # stable first: the time is this turn's own, so it comes last
         "Identity",
@@ -117,6 +118,20 @@ def test_system_prompt_sections_in_documented_order(
     assert "skills/<name>/SKILL.md" in prompt and "memory/MEMORY.md" in prompt
     assert "team lunch" in prompt and "Yesterday" not in prompt
     assert "Always note." in prompt
+    seed = builder.build_system_prompt()  # the default: seed 000's order
+    assert [line[2:] for line in seed.splitlines() if line.startswith("# ")] == [
+        "Identity",
+        "Current time",
+        "Tool guide",
+        "AGENTS.md",
+        "SOUL.md",
+        "TOOLS.md",
+        "IDENTITY.md",
+        "Workspace memory",
+        "Notes for 2025-03-02",
+        "Skill notes",
+    ]
+    assert sorted(seed) == sorted(prompt)  # the same parts, only in another order
 
 
 def test_skills_summary_and_availability(
@@ -217,10 +232,13 @@ def test_build_messages_nanobot_shape(make: Callable[..., ContextBuilder], tmp_p
         channel="telegram",
         chat_id="42",
     )
-    assert [m["role"] for m in messages] == ["system", "user", "assistant", "system", "user"]
-    assert "Channel: telegram\nChat ID: 42" in messages[-2]["content"]  # this turn's tail
-    assert "Chat ID" not in messages[0]["content"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    assert messages[0]["content"].endswith("# Session\nChannel: telegram\nChat ID: 42")
     assert messages[1:3] == history
+    cached = make().build_messages(history, "hi", channel="telegram", chat_id="42", layout="cache")
+    assert [m["role"] for m in cached] == ["system", "user", "assistant", "system", "user"]
+    assert "Channel: telegram\nChat ID: 42" in cached[-2]["content"]  # this turn's tail
+    assert "Chat ID" not in cached[0]["content"]
     content = messages[-1]["content"]
     assert content[0]["type"] == "image_url"
     assert content[0]["image_url"]["url"].startswith("data:image/png;base64,")

@@ -11,6 +11,8 @@ missing folder fails loudly instead of skipping.
 
 from __future__ import annotations
 
+import ast
+import inspect
 import re
 import textwrap
 from dataclasses import dataclass, field
@@ -21,7 +23,11 @@ from typing import Any
 import pytest
 
 from core.context import Chunk, ChunkType, XmlChunkRenderer
+from core.context.builder import ContextBuilder
 from core.context.chunk_render import TAG_ROLES
+from core.context.tokens import get_counter
+from core.workspace.files import BOOTSTRAP_FILES, ensure_workspace
+from core.workspace.skills import SkillsLoader
 
 SEEDS = Path(__file__).parents[1].parent / "shared" / "seeds"
 CLOCK = datetime(2026, 2, 10, 1, 30, tzinfo=UTC)
@@ -203,3 +209,194 @@ def test_seed_004_example_renders_exactly(example: TagExample) -> None:
     body = rendered[rendered.index(">") + 1 : -len(f"</{example.tag}>")]
     assert body.strip() == example.body.replace("<", "&lt;")
     assert renderer.get_role(chunk) == (spec.role or TAG_ROLES[example.tag])
+
+
+# -- seeds 000 and 001: nanobot's ContextBuilder ------------------------------------------
+
+
+@pytest.fixture
+def builder(tmp_path: Path) -> ContextBuilder:
+    """A workspace with every part seed 000 lists: bootstrap files, long-term memory and
+    today's note, an always-on skill and one only summarised."""
+    root = tmp_path / "workspace"
+    ensure_workspace(root, "nanobot")
+    (root / "USER.md").write_text("The user prefers short answers.")
+    (root / "memory" / "MEMORY.md").write_text("Long-term: the user codes in Python.")
+    (root / "memory" / f"{CLOCK:%Y-%m-%d}.md").write_text("Today: reviewing a PR.")
+    for name, always in (("tidy", "true"), ("weather", "false")):
+        folder = root / "skills" / name
+        folder.mkdir(parents=True)
+        (folder / "SKILL.md").write_text(
+            f"---\nname: {name}\ndescription: {name} skill\nalways: {always}\n---\nHow to {name}.\n"
+        )
+    return ContextBuilder(
+        root,
+        token_counter=get_counter("o200k_base"),
+        clock=lambda: CLOCK,
+        tool_guide="You can call read_file.",
+        skills=SkillsLoader(root / "skills", which=lambda _b: None, environ={}),
+    )
+
+
+def headers(prompt: str) -> list[str]:
+    return [line[2:] for line in prompt.splitlines() if line.startswith("# ")]
+
+
+def test_seed_000_system_prompt_parts_in_order(builder: ContextBuilder) -> None:
+    """Seed 000 §3.3: identity, bootstrap files, memory context, always skills, summary."""
+    listed = re.findall(r"^\d+\. \*\*.+?\*\* \(`([^`]+)`\)", seed("000"), re.MULTILINE)
+    ours = {  # each seed step and the sections it is in chatterd's prompt
+        "_get_identity": ["Identity", "Current time", "Tool guide"],
+        "_load_bootstrap_files": list(BOOTSTRAP_FILES),
+        "memory.get_memory_context": ["Workspace memory", f"Notes for {CLOCK:%Y-%m-%d}"],
+        "skills.load_skills_for_context": ["Skill tidy"],
+        "skills.build_skills_summary": ["Skills"],
+    }
+    assert listed == list(ours)
+    prompt = builder.build_system_prompt()
+    assert headers(prompt) == [name for step in listed for name in ours[step]]
+    identity = prompt.split("# AGENTS.md")[0]
+    assert "2026-02-10 01:30" in identity and "Python" in identity  # time, runtime
+    assert str(builder.workspace.root) in identity  # and the workspace
+
+
+def test_seed_001_bootstrap_files_and_layers(builder: ContextBuilder) -> None:
+    """Seed 001 §3.3 names the bootstrap files; §2.2 stacks identity, bootstrap, memory,
+    skills, then history and the current message."""
+    text = seed("001")
+    listed = ast.literal_eval(re.search(r"BOOTSTRAP_FILES = (\[.*?\])", text).group(1))  # type: ignore[union-attr]
+    assert list(BOOTSTRAP_FILES) == listed
+    layers = re.findall(r"│  \d\. \S+ \((\w[\w ]*)\)", text)
+    assert layers == [
+        "Identity",
+        "Bootstrap Files",
+        "Memory",
+        "Skills",
+        "History",
+        "Current Message",
+    ]
+    prompt = builder.build_system_prompt()
+    first = [
+        prompt.index(h) for h in ("# Identity", "# AGENTS.md", "# Workspace memory", "# Skill")
+    ]
+    assert first == sorted(first)
+
+
+def parse_def(source: str) -> ast.stmt:
+    """A `def` as the seed shows it: with its body, or a bare signature with or without
+    the closing colon."""
+    source = textwrap.dedent(source).rstrip()
+    for end in ("", "\n    ...", ":\n    ..."):
+        try:
+            return ast.parse(source + end).body[0]
+        except SyntaxError:
+            continue
+    raise AssertionError(f"not a Python signature: {source}")
+
+
+def seed_signatures() -> dict[str, list[str]]:
+    """The positional parameters (without self) of every method signature in 000 and 001."""
+    found: dict[str, list[str]] = {}
+    for number in ("000", "001"):
+        text = seed(number)
+        sources = [b for b in code_blocks(text, "python") if b.lstrip().startswith("def ")]
+        inline = re.findall(r"`(def \w+\(.*?\)(?: -> [^`]+)?)`", text)
+        sources += [d for d in inline if "(...)" not in d]  # "(...)": shown in full below
+        for source in sources:
+            func = parse_def(source)
+            assert isinstance(func, ast.FunctionDef)
+            names = [a.arg for a in func.args.args if a.arg != "self"]
+            assert found.setdefault(func.name, names) == names, func.name  # seeds agree
+    return found
+
+
+def test_seed_signatures_are_ours() -> None:
+    signatures = seed_signatures()
+    assert set(signatures) == {
+        "__init__",
+        "build_system_prompt",
+        "build_messages",
+        "add_tool_result",
+        "add_assistant_message",
+    }
+    for name, params in signatures.items():
+        ours = inspect.signature(getattr(ContextBuilder, name)).parameters.values()
+        positional = [p.name for p in ours if p.kind is p.POSITIONAL_OR_KEYWORD]
+        assert [n for n in positional if n != "self"][: len(params)] == params, name
+        extra = [p for p in ours if p.name not in params and p.name != "self"]
+        assert all(p.default is not p.empty for p in extra), name  # nothing more required
+
+
+def build_messages_calls() -> list[dict[str, Any]]:
+    """The keyword arguments of every `build_messages(...)` example with literal values."""
+    calls = []
+    for number in ("000", "001"):
+        for block in code_blocks(seed(number), "python"):
+            if block.lstrip().startswith("def "):
+                continue  # a signature without a body (seed_signatures reads those)
+            flags = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+            tree = compile(block, f"seed {number}", "exec", flags=flags)
+            for node in ast.walk(tree):
+                if not (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "build_messages"
+                ):
+                    continue
+                try:
+                    kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+                    args = [ast.literal_eval(a) for a in node.args]
+                except ValueError:
+                    continue  # an example over a live session's history
+                calls.append(dict(zip(("history", "current_message"), args, strict=False)) | kwargs)
+    return calls
+
+
+def test_seed_build_messages_examples_give_system_history_user(
+    builder: ContextBuilder, tmp_path: Path
+) -> None:
+    """Seed 000 §3.3/§4 and 001 §5: `[system, *history, user]`, images in the user
+    message as base64 data URLs, nothing between the history and the current message."""
+    calls = build_messages_calls()
+    assert len(calls) == 5 and sum(1 for c in calls if c.get("media")) == 2
+    picture = tmp_path / "image.png"
+    picture.write_bytes(PNG)
+    for call in calls:
+        media = [picture for _ in call.pop("media", None) or []]
+        messages = builder.build_messages(**call, media=media or None)
+        history = call["history"]
+        assert [m["role"] for m in messages] == ["system", *[h["role"] for h in history], "user"]
+        assert messages[1 : 1 + len(history)] == history
+        system = messages[0]["content"]
+        assert system == builder.build_system_prompt() + (
+            f"\n\n# Session\nChannel: {call['channel']}\nChat ID: {call['chat_id']}"
+            if call.get("channel")
+            else ""
+        )
+        current = messages[-1]["content"]
+        if media:
+            assert [p["type"] for p in current] == ["image_url", "text"]
+            assert current[0]["image_url"]["url"].startswith("data:image/png;base64,iVBOR")
+            assert current[-1]["text"] == call["current_message"]
+        else:
+            assert current == call["current_message"]
+
+
+def test_seed_001_tool_result_and_assistant_message_shapes(builder: ContextBuilder) -> None:
+    """Seed 001 §3.6's tool message, exactly; §3.7/§5.3's assistant message with tool
+    calls (passed as `tool_call_dicts`, as the example does) or content only."""
+    shown = next(b for b in code_blocks(seed("001"), "python") if '"role": "tool"' in b)
+    expected = ast.literal_eval(shown.strip())
+    messages = builder.build_messages([], "hi")
+    out = builder.add_tool_result(
+        messages, expected["tool_call_id"], expected["name"], expected["content"]
+    )
+    assert out is messages and messages[-1] == expected
+    assert list(messages[-1]) == list(expected)
+    call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+    builder.add_assistant_message(messages, None, tool_call_dicts=[call])
+    assert messages[-1] == {"role": "assistant", "content": None, "tool_calls": [call]}
+    builder.add_assistant_message(messages, "done", [call])
+    assert messages[-1]["tool_calls"] == [call]
+    builder.add_assistant_message(messages, "plain", None)
+    assert messages[-1] == {"role": "assistant", "content": "plain"}

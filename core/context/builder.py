@@ -35,7 +35,7 @@ from core.context.parts import (
     session_component,
 )
 from core.context.report import BuiltContext, ContextReport, SummaryInfo
-from core.context.system_prompt import SystemPrompt
+from core.context.system_prompt import Layout, SystemPrompt, check_layout
 from core.context.tail import TurnMaterial, unforgeable, with_turn_context, wrapped
 from core.context.tokens import REPLY_PRIMER_TOKENS, TokenCounter, message_tokens
 from core.context.turn import TurnInput
@@ -127,11 +127,19 @@ class ContextBuilder:
 
     # -- nanobot-shaped API -------------------------------------------------------------
 
-    def build_system_prompt(self, skill_names: Sequence[str] | None = None) -> str:
-        """The system prompt alone (identity, persona, memory notes, skills, then time)."""
+    def build_system_prompt(
+        self, skill_names: Sequence[str] | None = None, *, layout: Layout = "seed"
+    ) -> str:
+        """The system prompt alone, in seed 000's order: identity (with the time and the
+        tool guide), bootstrap files, memory notes, always-on skills, the skills summary.
+
+        `layout="cache"` gives the daemon's order instead (stable parts first, the time
+        last), as one text.
+        """
         budget = self.max_tokens - self.reply_tokens - REPLY_PRIMER_TOKENS
         budget -= 2 * self._system_framing
-        head = self.system.assemble(self.system.components(skill_names, (), None, None), budget)
+        wanted = self.system.components(skill_names, (), None, None, layout)
+        head = self.system.assemble(wanted, budget)
         return "\n\n".join(t for t in (head, self.system.tail()) if t)
 
     def build_messages(
@@ -142,8 +150,15 @@ class ContextBuilder:
         media: Sequence[MediaSource] | None = None,
         channel: str | None = None,
         chat_id: str | None = None,
+        *,
+        layout: Layout = "seed",
     ) -> list[dict[str, Any]]:
-        """System prompt + the history that fits + the current message (with images)."""
+        """Seed 001's `[system, *history, user]`: the system prompt (the session named at
+        its end), the history that fits, the current message (with its images) last.
+
+        `layout="cache"` sends the daemon's order: this turn's material (time, session) as
+        a second system message after the history (docs/context-engine.md).
+        """
         return self.build(
             history,
             current_message,
@@ -151,6 +166,7 @@ class ContextBuilder:
             media=media,
             channel=channel,
             chat_id=chat_id,
+            layout=layout,
         ).messages
 
     @staticmethod
@@ -158,8 +174,17 @@ class ContextBuilder:
         messages: list[dict[str, Any]],
         content: str | None,
         tool_calls: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        tool_call_dicts: Sequence[Mapping[str, Any]] | None = None,
     ) -> list[dict[str, Any]]:
-        """Append the model's reply (and its tool calls) to `messages`; returns the list."""
+        """Append the model's reply (and its tool calls) to `messages`; returns the list.
+
+        `tool_call_dicts` is `tool_calls` by the name seed 001's example passes it as.
+        """
+        if tool_call_dicts is not None:
+            if tool_calls is not None:
+                raise TypeError("pass tool_calls or tool_call_dicts, not both")
+            tool_calls = tool_call_dicts
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if tool_calls:
             message["tool_calls"] = [dict(call) for call in tool_calls]
@@ -193,6 +218,7 @@ class ContextBuilder:
         max_history_items: int | None = None,
         recount: bool = False,
         reserved_tokens: int = 0,
+        layout: Layout = "seed",
     ) -> BuiltContext:
         """Messages and report for one turn.
 
@@ -203,13 +229,17 @@ class ContextBuilder:
         are this turn's system material (session rule, sender memory, tool guide,
         retrieved text); one named like a built-in replaces it. `recount` re-tokenizes
         the kept history instead of trusting stored counts (for counts of unknown origin).
+        `layout` is "seed" (one system message, `[system, *history, user]`) or "cache"
+        (the daemon's: this turn's material after the history; see Layout).
         """
+        cache = check_layout(layout) == "cache"
         limit = self.max_tokens - self.reply_tokens - max(0, reserved_tokens)  # tool definitions
         current = self._current(current_message, current_tokens, images, media, limit)
-        # Room for two system messages' framing: the head and the tail after the history.
-        room = limit - REPLY_PRIMER_TOKENS - 2 * self._system_framing - current.tokens
-        room -= self._wrap_reserve
-        wanted = self.system.components(skill_names, components, channel, chat_id)
+        # Room for the system messages' framing: the head, and in the cache layout the tail.
+        wrap_reserve = self._wrap_reserve if cache else 0
+        room = limit - REPLY_PRIMER_TOKENS - (2 if cache else 1) * self._system_framing
+        room -= current.tokens + wrap_reserve
+        wanted = self.system.components(skill_names, components, channel, chat_id, layout)
         head = self.system.assemble(wanted, room, share=self.history_share)
         tail = self.system.tail()
         summary = self.system.summary() if head or tail else {"components": []}
@@ -219,7 +249,7 @@ class ContextBuilder:
         system_tokens += tail_tokens + (self._system_framing if tail else 0)
 
         items = as_history_items(history)
-        budget = limit - REPLY_PRIMER_TOKENS - system_tokens - current.tokens - self._wrap_reserve
+        budget = limit - REPLY_PRIMER_TOKENS - system_tokens - current.tokens - wrap_reserve
         cost = MessageCost(self.counter) if recount else self._cost
         if recount:
             items = Uncounted(items)
@@ -261,8 +291,9 @@ class ContextBuilder:
         )
         return BuiltContext(messages=messages, report=report)
 
-    def build_turn(self, turn: TurnInput) -> BuiltContext:
-        """The daemon's seam (core.context.turn.TurnContextBuilder): one stored turn."""
+    def build_turn(self, turn: TurnInput, *, layout: Layout = "cache") -> BuiltContext:
+        """The daemon's seam (core.context.turn.TurnContextBuilder): one stored turn, in
+        the cache layout (this turn's material after the history) unless told otherwise."""
         msg = turn.message
         parts = [
             session_component(
@@ -291,6 +322,7 @@ class ContextBuilder:
             images=turn.image_parts,
             components=parts,
             reserved_tokens=turn.tool_tokens,
+            layout=layout,
         )
         if turn.tool_tokens or turn.tools_dropped:
             report = replace(

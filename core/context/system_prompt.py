@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 import platform
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, date, datetime
-from typing import Any
+from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 from core.clock import WallClock
@@ -32,6 +33,19 @@ from core.workspace.files import Workspace
 from core.workspace.skills import SkillsLoader, skill_full_text, skills_summary_xml
 
 log = logging.getLogger(__name__)
+
+# Where a build puts its parts. "seed": seed 000's one system prompt (identity with the
+# time, bootstrap files, memory notes, skills; the session last), the public API's
+# default. "cache": the daemon's request, stable first and this turn's own material (time,
+# session, sender memory) after the history (docs/context-engine.md, "Why this order").
+Layout = Literal["seed", "cache"]
+LAYOUTS: tuple[Layout, ...] = ("seed", "cache")
+
+
+def check_layout(layout: str) -> Layout:
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
+    return "seed" if layout == "seed" else "cache"
 
 
 class SystemPrompt:
@@ -82,22 +96,29 @@ class SystemPrompt:
         turn_parts: Sequence[SystemComponent],
         channel: str | None,
         chat_id: str | None,
+        layout: Layout = "seed",
     ) -> list[SystemComponent]:
-        """Every component of this turn, static first, in the documented order."""
+        """Every component of this turn, in `layout`'s order (see Layout)."""
         now = self.now()
         crit, high = ComponentPriority.CRITICAL, ComponentPriority.HIGH
-        # Stable first, volatile last: what every chat shares, then what this chat keeps
-        # (persona, summary, added after), then the tail that only this turn has.
-        parts = [SystemComponent(IDENTITY, self.identity, crit, truncatable=False)]
-        parts += [
+        cache = check_layout(layout) == "cache"
+        identity = SystemComponent(IDENTITY, self.identity, crit, truncatable=False)
+        clock = SystemComponent(TIME, time_text(now), crit, truncatable=False, tail=cache)
+        guide = [SystemComponent(TOOL_GUIDE, self.tool_guide, high)] if self.tool_guide else []
+        persona = [
             SystemComponent(f.name, f.content, high) for f in self.workspace.bootstrap_files()
         ]
-        if self.tool_guide:
-            parts.append(SystemComponent(TOOL_GUIDE, self.tool_guide, high))
-        parts += self._skills(skill_names)
-        parts += self._memory_notes(now.date())
-        parts += self.extra_components
-        parts.append(SystemComponent(TIME, time_text(now), crit, truncatable=False, tail=True))
+        notes = self._memory_notes(now.date())
+        if cache:
+            # Stable first, volatile last: what every chat shares, then what this chat
+            # keeps (persona, summary, added after), then the tail only this turn has.
+            parts = [identity, *persona, *guide, *self._skills(skill_names), *notes]
+            parts += [*self.extra_components, clock]
+        else:
+            # Seed 000 §3.3: identity (its time and the tools it has), bootstrap files,
+            # memory (long-term, today's note), always-on skills, the skills summary.
+            parts = [identity, clock, *guide, *persona, *notes, *self._skills(skill_names)]
+            parts += [replace(p, tail=False) for p in self.extra_components]
         if channel or chat_id:
             parts.append(
                 SystemComponent(
@@ -105,13 +126,15 @@ class SystemPrompt:
                     f"Channel: {channel or '?'}\nChat ID: {chat_id or '?'}",
                     crit,
                     truncatable=False,
-                    tail=True,
+                    tail=cache,
                 )
             )
         by_name = {p.name: i for i, p in enumerate(parts)}
         for part in turn_parts:
             if not part.content or not part.content.strip():
                 continue
+            if not cache and part.tail:
+                part = replace(part, tail=False)  # one system prompt: nothing after history
             if part.name in by_name:
                 parts[by_name[part.name]] = part
             else:
