@@ -250,6 +250,52 @@ async def test_asking_in_plain_words_sets_the_reminder_through_the_tool(
     assert stored.owner_id == str(ALICE["id"]) and stored.text == "call the bank"
 
 
+def tool_message(request: Any) -> str:
+    """The text of the last tool result the daemon sent back to the model."""
+    sent = [m for m in request["messages"] if m["role"] == "tool"]
+    return str(sent[-1]["content"])
+
+
+async def test_native_mode_remind_takes_when_and_text(
+    tmp_path: Path, database_url: str, tg: FakeTelegram
+) -> None:
+    """`[tools] mode = "native"`: `remind` is a function with `when` and `text`, both
+    required; a call with both sets the reminder (and it fires), a call missing one is
+    refused with an observation naming it, and nothing is set for it."""
+    clock = ManualWallClock(START)
+    async with FakeOpenAI(reply="unscripted") as model:
+        model.reply_tool_calls([{"name": "remind", "arguments": {"when": "in 8s"}}])
+        model.reply("Tell me what to remind you of.")
+        model.reply_tool_calls(
+            [{"name": "remind", "arguments": {"when": "in 8s", "text": "stretch"}}]
+        )
+        model.reply("Done.")
+        settings = reminder_settings(
+            tmp_path, database_url, model, telegram=telegram_section(tg), tools={"mode": "native"}
+        )
+        async with daemon(settings, Seams(clock=clock)) as app:
+            tg.push_message(private_chat(ALICE), ALICE, "remind me in 8 seconds")
+            await tg.wait_for("sendMessage", 1)
+            assert app.storage is not None
+            assert await app.storage.reminders.listing(platform="telegram") == []
+            tg.push_message(private_chat(ALICE), ALICE, "to stretch")
+            await tg.wait_for("sendMessage", 2)
+            (stored,) = await app.storage.reminders.listing(platform="telegram")
+            clock.advance(seconds=8)
+            fired = await tg.wait_for("sendMessage", 3)
+        offered = {t["function"]["name"]: t["function"] for t in model.requests[0]["tools"]}
+        schema = offered["remind"]["parameters"]
+        refused, confirmed = tool_message(model.requests[1]), tool_message(model.requests[3])
+    assert schema["required"] == ["when", "text"]
+    assert set(schema["properties"]) == {"when", "text"}
+    assert schema["properties"]["when"]["type"] == schema["properties"]["text"]["type"] == "string"
+    assert "missing or empty: 'text'" in refused and "'when' and 'text'" in refused
+    assert confirmed.startswith('<tool_result tool="remind" reminder="in 8s | stretch">')
+    assert "#1 set for" in confirmed
+    assert stored.owner_id == str(ALICE["id"]) and stored.text == "stretch"
+    assert fired[2].params["text"] == "⏰ stretch"
+
+
 async def test_http_chats_get_reminders_only_through_a_signed_push(
     tmp_path: Path, database_url: str, failing_model: FakeOpenAI
 ) -> None:

@@ -16,6 +16,7 @@ from core.tools.registry import (
     Tool,
     ToolCall,
     ToolContext,
+    ToolParam,
     ToolRegistry,
 )
 from core.tools.search import SearchResult, search_tool
@@ -127,6 +128,32 @@ def test_openai_tool_schema(registry: ToolRegistry) -> None:
     params = search["function"]["parameters"]
     assert params["required"] == ["query"]
     assert params["properties"]["query"]["type"] == "string"
+
+
+def test_a_tool_of_several_parts_has_a_parameter_for_each() -> None:
+    """Native mode: `<when> | <text>` becomes two required string parameters, joined back
+    into the one marker form the handler reads; a part missing, empty or not a string
+    is named, and a `|` that would split the form in the wrong place is refused."""
+    parts = (ToolParam("when", "when"), ToolParam("text", "what"))
+    tool = Tool(name="remind", marker="Remind", usage="u", handler=_echo, params=parts)
+    (offered,) = ToolRegistry([tool]).openai_tools()
+    schema = offered["function"]["parameters"]
+    assert schema["required"] == ["when", "text"] and schema["additionalProperties"] is False
+    assert schema["properties"]["text"] == {"type": "string", "description": "what"}
+    assert tool.arg_from({"when": " in  8s", "text": "stretch | twice"}) == (
+        "in 8s | stretch | twice",
+        None,
+    )
+    for bad in ({"when": "in 8s"}, {"when": "in 8s", "text": " "}, {"when": "x", "text": 3}):
+        arg, error = tool.arg_from(bad)
+        assert arg == "" and error is not None and "missing or empty: 'text'" in error
+    assert tool.arg_from({"when": "in 8s | now", "text": "x"})[1] == (
+        "Not run: 'when' cannot contain '|'."
+    )
+    single = search_tool(NoSearch())
+    assert single.arg_from({}) == ("", "Not run: search needs 'query', a non-empty string.")
+    with pytest.raises(ValueError, match="params"):
+        Tool(name="two", marker="Two", usage="u", handler=_echo, params=parts + parts[:1])
 
 
 def test_bad_tool_definitions_are_refused() -> None:

@@ -29,6 +29,7 @@ from core.tools.preview import streamed_round
 from core.tools.registry import (
     MAX_MARKER_ARG_CHARS,
     Observation,
+    Tool,
     ToolCall,
     ToolContext,
     ToolRegistry,
@@ -286,7 +287,7 @@ class ToolLoop:
             if tool is None:
                 pending.append(_Pending(call, f"There is no tool named {name!r}."))
                 continue
-            arg, error = _native_arg(arguments, tool.arg_attr)
+            arg, error = _native_arg(arguments, tool)
             pending.append(_Pending(ToolCall(name, arg, raw=arguments, call_id=call_id), error))
         return pending
 
@@ -435,7 +436,7 @@ def _as_json_text(arguments: Any) -> str:
         return ""
 
 
-def _native_arg(arguments: str, attr: str) -> tuple[str, str | None]:
+def _native_arg(arguments: str, tool: Tool) -> tuple[str, str | None]:
     """The tool argument from a native call's JSON, or a reason it cannot be used."""
     if len(arguments) > MAX_MARKER_ARG_CHARS + 100:
         return "", "Not run: the arguments are too long."
@@ -443,7 +444,6 @@ def _native_arg(arguments: str, attr: str) -> tuple[str, str | None]:
         data = json.loads(arguments or "{}")
     except json.JSONDecodeError:
         return "", "Not run: the arguments are not valid JSON."
-    value = data.get(attr) if isinstance(data, dict) else None
-    if not isinstance(value, str) or not value.strip():
-        return "", f"Not run: a non-empty string argument {attr!r} is required."
-    return " ".join(value.split()), None
+    if not isinstance(data, dict):
+        return "", "Not run: the arguments must be one JSON object."
+    return tool.arg_from(data)

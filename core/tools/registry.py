@@ -24,6 +24,7 @@ from memory.types import MemoryStore
 
 # An argument longer than this is not a marker but runaway output: it is ignored.
 MAX_MARKER_ARG_CHARS = 2000
+ARG_SEPARATOR = " | "  # between the parts of a marker's argument: `[Remind: <when> | <text>]`
 STATUS_ARG_CHARS = 80  # a tool argument shown in a preview's status line
 _NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 _MARKER_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
@@ -81,6 +82,14 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class ToolParam:
+    """One named part of a tool's argument: a required string in native mode."""
+
+    name: str
+    description: str
+
+
+@dataclass(frozen=True)
 class Tool:
     """One tool. `marker` is the word the model writes: `[<marker>: <arg>]`.
 
@@ -89,6 +98,10 @@ class Tool:
     `result_tag` and `arg_attr` name the wrapper: `<search_results query="...">`.
     `untrusted_notice` is the line that tells the model the body is data, not orders.
     `status` is what a streamed reply's preview shows while the tool runs.
+    `params` names the parts of an argument written `<a> | <b>` in a marker: native mode
+    offers each as its own required parameter and joins them back into that one form
+    (`arg_from`), so both modes reach the handler the same way. Without `params`, native
+    mode offers one string parameter named `arg_attr`.
     """
 
     name: str
@@ -103,10 +116,14 @@ class Tool:
     enabled: bool = True
     pattern: re.Pattern[str] | None = None
     status: str = ""  # the preview's line while it runs; "{arg}" is the argument
+    params: tuple[ToolParam, ...] = ()
 
     def __post_init__(self) -> None:
         if not _NAME_RE.fullmatch(self.name):
             raise ValueError(f"tool name {self.name!r} must be lowercase letters, digits, _")
+        names = [p.name for p in self.params]
+        if len(set(names)) != len(names) or not all(_NAME_RE.fullmatch(n) for n in names):
+            raise ValueError(f"params of tool {self.name!r} must be distinct lowercase names")
         if not _MARKER_RE.fullmatch(self.marker):
             raise ValueError(f"tool marker {self.marker!r} must be a single word")
         if not _NAME_RE.fullmatch(self.arg_attr) or not _NAME_RE.fullmatch(self.result_tag):
@@ -120,6 +137,38 @@ class Tool:
     def compiled(self) -> re.Pattern[str]:
         assert self.pattern is not None  # set in __post_init__
         return self.pattern
+
+    def parameters(self) -> dict[str, Any]:
+        """The JSON schema of a native call's arguments: every part a required string."""
+        params = self.params or (ToolParam(self.arg_attr, self.arg_description or self.arg_attr),)
+        return {
+            "type": "object",
+            "properties": {
+                p.name: {"type": "string", "description": p.description} for p in params
+            },
+            "required": [p.name for p in params],
+            "additionalProperties": False,
+        }
+
+    def arg_from(self, data: Mapping[str, Any]) -> tuple[str, str | None]:
+        """The marker-form argument from a native call's JSON object, or why it cannot be
+        used: a missing or empty part is named, so the model can call again correctly."""
+        names = [p.name for p in self.params] or [self.arg_attr]
+        values = {n: data.get(n) for n in names}
+        bad = [n for n, v in values.items() if not isinstance(v, str) or not v.strip()]
+        if bad:
+            if len(names) == 1:
+                return "", f"Not run: {self.name} needs {names[0]!r}, a non-empty string."
+            wanted = ", ".join(repr(n) for n in names[:-1]) + f" and {names[-1]!r}"
+            return "", (
+                f"Not run: {self.name} needs {wanted}, each a non-empty string; "
+                f"missing or empty: {', '.join(repr(n) for n in bad)}."
+            )
+        parts = [" ".join(str(values[n]).split()) for n in names]
+        split = [n for n, part in zip(names[:-1], parts, strict=False) if "|" in part]
+        if split:  # it would split the marker form in the wrong place
+            return "", f"Not run: {split[0]!r} cannot contain '|'."
+        return ARG_SEPARATOR.join(parts), None
 
 
 def marker_pattern(marker: str) -> re.Pattern[str]:
@@ -260,17 +309,7 @@ class ToolRegistry:
                 "function": {
                     "name": t.name,
                     "description": t.description or t.usage,
-                    "parameters": {
-                        "type": "object",
-                        "properties": {
-                            t.arg_attr: {
-                                "type": "string",
-                                "description": t.arg_description or t.arg_attr,
-                            }
-                        },
-                        "required": [t.arg_attr],
-                        "additionalProperties": False,
-                    },
+                    "parameters": t.parameters(),
                 },
             }
             for t in self.enabled()

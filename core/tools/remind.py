@@ -11,15 +11,22 @@ from __future__ import annotations
 
 from core.messages import SCHEDULED_PREFIX, InboundMessage
 from core.reminders.service import Reminders
-from core.tools.registry import Observation, Tool, ToolContext
+from core.tools.registry import Observation, Tool, ToolContext, ToolParam
 from memory.reminder_types import ReminderRefused
 
+WHEN_FORMS = (
+    "in 20m, in 2h, at 09:00, tomorrow 09:00, 2026-12-01 14:30, an ISO time like "
+    "2026-12-01T14:30:00+08:00, every day 09:00, every monday 09:00, every weekday 08:30, "
+    'every 2h, cron "30 8 * * 1-5" (times are in the chat\'s time zone)'
+)
 USAGE = (
     "[Remind: <when> | <text>] - set a reminder for the person you are talking to, sent "
-    "in this chat at that time. <when> is one of: in 20m, in 2h, at 09:00, tomorrow 09:00, "
-    "2026-12-01 14:30, an ISO time like 2026-12-01T14:30:00+08:00, every day 09:00, "
-    'every monday 09:00, every weekday 08:30, every 2h, cron "30 8 * * 1-5" '
-    "(times are in the chat's time zone)."
+    f"in this chat at that time. <when> is one of: {WHEN_FORMS}."
+)
+# Native mode: the two parts as parameters of their own (joined back into "<when> | <text>").
+PARAMS = (
+    ToolParam("when", f"when to send it, one of: {WHEN_FORMS}"),
+    ToolParam("text", "what to remind them of, e.g. 'take the pizza out'"),
 )
 
 
@@ -48,12 +55,12 @@ def remind_tool(reminders: Reminders, *, enabled: bool = True) -> Tool:
         marker="Remind",
         usage=USAGE,
         description=(
-            "Set a reminder for the current user in this chat: the argument is "
-            "'<when> | <text>', e.g. 'tomorrow 09:00 | call the bank'. " + USAGE
+            "Set a reminder for the current user, sent in this chat at that time: `when` "
+            "(e.g. 'tomorrow 09:00') and `text` (e.g. 'call the bank')."
         ),
         handler=handle,
         arg_attr="reminder",
-        arg_description="'<when> | <text>', e.g. 'in 20m | take the pizza out'",
         enabled=enabled,
         status="⏰ setting a reminder",
+        params=PARAMS,
     )
