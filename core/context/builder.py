@@ -69,6 +69,10 @@ class ContextBuilder:
     non-truncatable components need it. The system prompt's material and assembler are
     `system` (a SystemPrompt). Not thread-safe: use one builder per thread (in asyncio,
     `build` is synchronous and so never interleaves).
+
+    The public methods keep the seeds' shapes (one system prompt in seed 000's order,
+    `[system, *history, user]`); `layout="cache"` asks for the daemon's prompt-cache
+    order, which `build_turn` uses by default.
     """
 
     def __init__(
