@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bot.wiring.app import App
 from core.messages import ChatType
 from core.turn.bursts import BurstOptions, leading_burst
 from memory.store import SqlStorage
@@ -23,7 +26,7 @@ from memory.types import IntakeDraft, IntakeEntry
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, last_user_text
 from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, private_chat, user
 from tests.rig import daemon, settings_for
-from tests.test_channel_e2e import PNG
+from tests.test_channel_e2e import PNG, telegram_section
 
 BOT = "chatterd_test_bot"
 ALICE = user(1001, "Alice")
@@ -33,15 +36,32 @@ GAP_S = 0.3  # how far apart the messages of a burst are sent
 DESCRIPTION = "a red bicycle"
 
 
+@dataclass
+class Burster:
+    """One test's fakes and database; `daemon(...)` runs the daemon on them."""
+
+    tmp_path: Path
+    database_url: str
+    storage: SqlStorage
+    chat: FakeOpenAI
+    tg: FakeTelegram
+
+    def daemon(
+        self, vision: FakeOpenAI | None = None, **sections: dict[str, Any]
+    ) -> AbstractAsyncContextManager[App]:
+        telegram = telegram_section(self.tg)
+        settings = settings_for(
+            self.tmp_path, self.database_url, self.chat, vision, telegram=telegram, **sections
+        )
+        return daemon(settings)
+
+
 @pytest.fixture
-async def chat() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply="got it", model="chat-model") as fake:
-        yield fake
-
-
-def bursty(tg: FakeTelegram, **sections: dict[str, Any]) -> dict[str, Any]:
-    telegram = {"enabled": True, "token": tg.token, "api_base_url": tg.root, "poll_stall_s": 3.0}
-    return {"telegram": telegram, **sections}
+async def rig(
+    tmp_path: Path, database_url: str, storage: SqlStorage, tg: FakeTelegram
+) -> AsyncIterator[Burster]:
+    async with FakeOpenAI(reply="got it", model="chat-model") as chat:
+        yield Burster(tmp_path, database_url, storage, chat, tg)
 
 
 def mentioning(text: str) -> dict[str, Any]:
@@ -66,18 +86,11 @@ def asked(request: RecordedRequest) -> str:
     return last_user_text(request.json or {}) or ""
 
 
-async def test_a_four_message_group_burst_is_one_request_and_one_reply(
-    tmp_path: Path,
-    database_url: str,
-    storage: SqlStorage,
-    chat: FakeOpenAI,
-    tg: FakeTelegram,
-) -> None:
+async def test_a_four_message_group_burst_is_one_request_and_one_reply(rig: Burster) -> None:
     """The issue's burst: "hey", "look at this", a picture, "what is it?" -> one turn."""
+    tg, chat, storage = rig.tg, rig.chat, rig.storage
     async with FakeOpenAI(reply=DESCRIPTION, model="vision-model") as vision:
-        sections = bursty(tg, groups={"burst_ms": 1500, "burst_max_ms": 6000})
-        settings = settings_for(tmp_path, database_url, chat, vision, **sections)
-        async with daemon(settings):
+        async with rig.daemon(vision, groups={"burst_ms": 1500, "burst_max_ms": 6000}):
             sent: list[dict[str, Any]] = []
             for i, text in enumerate(["hey", "look at this", "", "what is it?"]):
                 if i:
@@ -102,8 +115,8 @@ async def test_a_four_message_group_burst_is_one_request_and_one_reply(
 
     assert len(chat.requests) == 1, [asked(r) for r in chat.requests]
     content = asked(chat.requests[0])
-    said = ["hey", "look at this", "this one", f"(Image 1: {DESCRIPTION})", "what is it?"]
-    places = [content.find(part) for part in said]
+    parts = ["hey", "look at this", "this one", f"(Image 1: {DESCRIPTION})", "what is it?"]
+    places = [content.find(part) for part in parts]
     assert -1 not in places and places == sorted(places), content
     (reply,) = replies
     assert reply.params["text"] == "got it"
@@ -118,17 +131,11 @@ async def test_a_four_message_group_burst_is_one_request_and_one_reply(
     assert [r.user_turn_id for r in rows] == [t.id for t in turns[:4]]
 
 
-async def test_a_burst_longer_than_burst_max_is_cut_there(
-    tmp_path: Path,
-    database_url: str,
-    storage: SqlStorage,
-    chat: FakeOpenAI,
-    tg: FakeTelegram,
-) -> None:
-    sections = bursty(tg, private={"burst_ms": 1500, "burst_max_ms": 1000})
-    settings = settings_for(tmp_path, database_url, chat, **sections)
+async def test_a_burst_longer_than_burst_max_is_cut_there(rig: Burster) -> None:
+    tg, chat, storage = rig.tg, rig.chat, rig.storage
+    sections: dict[str, Any] = dict(private={"burst_ms": 1500, "burst_max_ms": 1000})
     words = [f"part{i}" for i in range(6)]
-    async with daemon(settings):
+    async with rig.daemon(**sections):
         for i, word in enumerate(words):
             if i:
                 await asyncio.sleep(GAP_S)
@@ -144,16 +151,9 @@ async def test_a_burst_longer_than_burst_max_is_cut_there(
     assert "part0" in contents[0] and "part5" not in contents[0]
 
 
-async def test_a_command_inside_a_burst_is_answered_on_its_own(
-    tmp_path: Path,
-    database_url: str,
-    storage: SqlStorage,
-    chat: FakeOpenAI,
-    tg: FakeTelegram,
-) -> None:
-    sections = bursty(tg, private={"burst_ms": 1500})
-    settings = settings_for(tmp_path, database_url, chat, **sections)
-    async with daemon(settings):
+async def test_a_command_inside_a_burst_is_answered_on_its_own(rig: Burster) -> None:
+    tg, chat, storage = rig.tg, rig.chat, rig.storage
+    async with rig.daemon(private={"burst_ms": 1500}):
         tg.push_message(private_chat(ALICE), ALICE, "first thought")
         await asyncio.sleep(GAP_S)
         help_text = "/help"
@@ -176,16 +176,9 @@ async def test_a_command_inside_a_burst_is_answered_on_its_own(
     assert texts.count("got it") == 1 and len(texts) == 2  # the model's one, /help's own
 
 
-async def test_burst_ms_zero_answers_each_message_on_its_own(
-    tmp_path: Path,
-    database_url: str,
-    storage: SqlStorage,
-    chat: FakeOpenAI,
-    tg: FakeTelegram,
-) -> None:
-    sections = bursty(tg, private={"burst_ms": 0}, groups={"burst_ms": 0})
-    settings = settings_for(tmp_path, database_url, chat, **sections)
-    async with daemon(settings):
+async def test_burst_ms_zero_answers_each_message_on_its_own(rig: Burster) -> None:
+    tg, chat, storage = rig.tg, rig.chat, rig.storage
+    async with rig.daemon(private={"burst_ms": 0}, groups={"burst_ms": 0}):
         for word in ["one", "two", "three"]:
             tg.push_message(private_chat(BOB), BOB, word)
         await settled(storage, 3)
