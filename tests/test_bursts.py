@@ -210,3 +210,29 @@ def test_recovery_merges_what_the_live_path_would_have_merged() -> None:
     off = BurstOptions(group_ms=0)
     assert [e.id for e in leading_burst(run, off)] == [1]
     assert options.window_s(ChatType.PRIVATE) == 1.0
+
+
+async def test_a_message_during_the_answer_is_the_next_turn(rig: Burster) -> None:
+    tg, chat, storage = rig.tg, rig.chat, rig.storage
+    async with rig.daemon(private={"burst_ms": 300}):
+        chat.pause()
+        tg.push_message(private_chat(ALICE), ALICE, "early words")
+        await chat.wait_for_requests(1, timeout_s=10)  # the answer is being written
+        tg.push_message(private_chat(ALICE), ALICE, "late words")
+        await storage_has(storage, 2)
+        chat.resume()
+        await settled(storage, 2)
+        sends = await tg.wait_for("sendMessage", 2)
+    first, second = (asked(r) for r in chat.requests)
+    assert "early words" in first and "late words" not in first
+    assert "late words" in second and "early words" not in second
+    assert len(sends) == 2
+
+
+async def storage_has(storage: SqlStorage, accepted: int, within_s: float = 10.0) -> None:
+    """Wait until `accepted` messages are in the intake (whatever their state)."""
+    deadline = asyncio.get_running_loop().time() + within_s
+    while len(await storage.intake.listing(limit=100)) < accepted:
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"fewer than {accepted} messages accepted")
+        await asyncio.sleep(0.05)

@@ -176,9 +176,12 @@ class MessageProcessor:
 
     def _burst_window(self, message: InboundMessage) -> float:
         """How long this message waits for its sender's next one (0: answered alone).
-        Only where the reply is pushed: an HTTP caller waits for its own answer."""
+        Only where the reply is pushed (an HTTP caller waits for its own answer) and
+        messages can come while one is answered (not the console)."""
         scheduled = (message.message_id or "").startswith(SCHEDULED_PREFIX)
-        if scheduled or message.message_id is None or not self._outbox.pushes(message.platform):
+        if scheduled or message.message_id is None:
+            return 0.0
+        if not self._outbox.merges_bursts(message.platform):
             return 0.0
         return self._options.burst.window_s(message.chat_type)
 
@@ -222,7 +225,8 @@ class MessageProcessor:
         if not entries:
             return 0
         burst = self._options.burst
-        group = leading_burst(entries, burst) if self._outbox.pushes(entries[0].platform) else []
+        merges = self._outbox.merges_bursts(entries[0].platform)
+        group = leading_burst(entries, burst) if merges else []
         group = group or list(entries[:1])
         return len(group) if await self._resume(group) else 0
 
