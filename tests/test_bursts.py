@@ -236,3 +236,21 @@ async def storage_has(storage: SqlStorage, accepted: int, within_s: float = 10.0
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"fewer than {accepted} messages accepted")
         await asyncio.sleep(0.05)
+
+
+async def test_a_failed_model_call_fails_the_whole_burst_once(rig: Burster) -> None:
+    """One apology for the burst; every row `failed` (none left for recovery to retry)."""
+    tg, chat, storage = rig.tg, rig.chat, rig.storage
+    chat.fail(500, "the model is down")
+    async with rig.daemon(private={"burst_ms": 1500}):
+        tg.push_message(private_chat(BOB), BOB, "question, part one")
+        await asyncio.sleep(GAP_S)
+        tg.push_message(private_chat(BOB), BOB, "question, part two")
+        rows = await settled(storage, 2)
+        (apology,) = await tg.wait_for("sendMessage", 1)
+    assert len(chat.requests) == 1
+    assert [r.state for r in rows] == ["failed", "failed"]
+    assert apology.params["text"].startswith("Sorry")
+    turns = await storage.recent_turns("telegram", str(BOB["id"]), 10)
+    said = [t.content.split(": ", 1)[1] for t in turns]
+    assert said == ["question, part one", "question, part two"]
