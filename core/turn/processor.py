@@ -378,7 +378,11 @@ class MessageProcessor:
             if not items:
                 return None
         entry, message = items[-1]
-        reads = [await self._read(each) for _, each in items]
+        # The suffix (a tool-access note) once, after the last message of a burst.
+        suffix = self._options.message_suffix
+        reads = await asyncio.gather(
+            *(self._read(each, suffix if each is message else "") for _, each in items)
+        )
         user_turns = [
             self._turns.user(each, read.stored, kind="message", meta=read.meta)
             for (_, each), read in zip(items, reads, strict=True)
@@ -465,7 +469,7 @@ class MessageProcessor:
             return await self._store.settle(entry_id, turns, state, merged=merged)
         return await self._store.settle(entry_id, turns, state)
 
-    async def _read(self, message: InboundMessage) -> _Read:
+    async def _read(self, message: InboundMessage, suffix: str) -> _Read:
         """A message's content with its image, document, link and voice notes."""
         images = await self._images(message)
         shared = await self._read_shared(message) if self._read_shared else SharedNotes()
@@ -473,9 +477,9 @@ class MessageProcessor:
         meta: dict[str, object] = {"images": images.hashes} if images.hashes else {}
         meta.update(shared.meta)
         return _Read(
-            content=inject(*say, self._options.message_suffix, shared.notes),
+            content=inject(*say, suffix, shared.notes),
             # Stored: the short notes (later turns keep "sent report.pdf", not its text).
-            stored=inject(*say, self._options.message_suffix, shared.short),
+            stored=inject(*say, suffix, shared.short),
             meta=meta,
             image_parts=list(images.parts),
             spoken=shared.spoken,
