@@ -19,14 +19,16 @@ from typing import Any
 import pytest
 
 from bot.wiring.app import App
+from channels.onebot.channel import OneBotChannel
 from core.messages import ChatType
 from core.turn.bursts import BurstOptions, leading_burst
 from memory.store import SqlStorage
 from memory.types import IntakeDraft, IntakeEntry
+from tests.fakes.onebot_impl import FakeLink, FakeOneBot
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, last_user_text
 from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, private_chat, user
 from tests.rig import daemon, settings_for
-from tests.test_channel_e2e import PNG, telegram_section
+from tests.test_channel_e2e import PNG, QQ_SELF, QQ_TOKEN, telegram_section
 
 BOT = "chatterd_test_bot"
 ALICE = user(1001, "Alice")
@@ -254,3 +256,50 @@ async def test_a_failed_model_call_fails_the_whole_burst_once(rig: Burster) -> N
     turns = await storage.recent_turns("telegram", str(BOB["id"]), 10)
     said = [t.content.split(": ", 1)[1] for t in turns]
     assert said == ["question, part one", "question, part two"]
+
+
+async def test_a_qq_group_burst_merges_only_what_calls_the_bot(rig: Burster) -> None:
+    """Over OneBot: two @-messages around a plain one. The plain one is group context
+    (never merged); the two are one request and one reply quoting the last."""
+    impl = FakeOneBot(self_id=QQ_SELF)
+    onebot = {"enabled": True, "host": "127.0.0.1", "port": 0, "access_token": QQ_TOKEN}
+    at_bot = {"type": "at", "data": {"qq": str(QQ_SELF)}}
+    said = [[at_bot, qq_text(" first")], [qq_text("just chatting")], [at_bot, qq_text(" last")]]
+    try:
+        async with rig.daemon(onebot=onebot, groups={"burst_ms": 1500}) as app:
+            (channel,) = [c for c in app.channels if isinstance(c, OneBotChannel)]
+            link: FakeLink = await impl.connect_reverse(
+                f"ws://127.0.0.1:{channel.listen_port}/onebot/v11/ws", token=QQ_TOKEN
+            )
+            await link.next_action("get_login_info")
+            events = []
+            for i, segments in enumerate(said):
+                if i:
+                    await asyncio.sleep(GAP_S)
+                events.append(impl.group_message(segments, group_id=30004, card="Alice"))
+                await link.send_event(events[-1])
+            await settled(rig.storage, 2)
+            frame = await link.next_action("send_group_msg")
+    finally:
+        await impl.close()
+
+    (request,) = rig.chat.requests
+    content = asked(request)
+    assert 0 <= content.find("first") < content.find("last") and "just chatting" not in content
+    assert frame["params"]["message"][0] == {
+        "type": "reply",
+        "data": {"id": str(events[-1]["message_id"])},
+    }
+    turns = await rig.storage.recent_turns("qq", "group:30004", 10)
+    # The chatter is kept as context, in its place in the chat's queue: after the turn
+    # that was already waiting for the burst when it came.
+    assert [(t.role, t.kind) for t in turns] == [
+        ("user", "message"),
+        ("user", "message"),
+        ("assistant", "message"),
+        ("user", "context"),
+    ]
+
+
+def qq_text(text: str) -> dict[str, Any]:
+    return {"type": "text", "data": {"text": text}}
