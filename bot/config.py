@@ -194,6 +194,17 @@ class WebConfig(Section):
 class GroupsConfig(Section):
     wake_words: list[str] = []
     store_untriggered: bool = True
+    # One sender's triggering messages this close together are one turn (0: off);
+    # a burst never waits longer than burst_max_ms from its first message.
+    burst_ms: int = Field(1500, ge=0, le=60_000)
+    burst_max_ms: int = Field(6000, ge=0, le=120_000)
+
+
+class PrivateConfig(Section):
+    """Private chats (who may use them is `[access] private`)."""
+
+    burst_ms: int = Field(1000, ge=0, le=60_000)
+    burst_max_ms: int = Field(6000, ge=0, le=120_000)
 
 
 def _platform_ids(value: list[str], *, groups: bool) -> list[str]:
@@ -297,6 +308,7 @@ class Settings(BaseSettings):
     onebot: OnebotConfig = OnebotConfig()
     http: HttpConfig = HttpConfig()
     groups: GroupsConfig = GroupsConfig()
+    private: PrivateConfig = PrivateConfig()
     web: WebConfig = WebConfig()
     access: AccessConfig = AccessConfig()
     limits: LimitsConfig = LimitsConfig()

@@ -42,6 +42,7 @@ class ConsoleChannel(TextOnly):
 
     name = "console"
     pushes = True
+    one_at_a_time = True  # the next line is read after this one's answer: no bursts
 
     def __init__(
         self,

@@ -61,9 +61,17 @@ class Store(TurnStore, MemoryStore, Protocol):
     async def claim(self, entry_id: int) -> bool:
         """Count one more attempt at a pending message; False when it is not pending."""
 
-    async def settle(self, entry_id: int, turns: list[NewTurn], state: TurnState) -> bool:
+    async def settle(
+        self,
+        entry_id: int,
+        turns: list[NewTurn],
+        state: TurnState,
+        *,
+        merged: Sequence[int] = (),
+    ) -> bool:
         """Store `turns` and move the row out of `pending` in one transaction; False (and
-        nothing stored) when it was no longer pending."""
+        nothing stored) when it was no longer pending. `merged`: a burst's earlier rows,
+        settled in the same transaction by the same reply (their user turns first)."""
 
     def try_chat_lock(self, platform: str, chat_id: str) -> AbstractAsyncContextManager[bool]: ...
 

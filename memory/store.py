@@ -236,14 +236,33 @@ class SqlStorage:
             return False
         return True
 
-    async def settle(self, entry_id: int, turns: list[NewTurn], state: TurnState) -> bool:
+    async def settle(
+        self,
+        entry_id: int,
+        turns: list[NewTurn],
+        state: TurnState,
+        *,
+        merged: Sequence[int] = (),
+    ) -> bool:
         """Store `turns` (user turn first) and move the intake row out of `pending`, naming
         the stored user turn and reply, in one transaction; False, with nothing stored,
-        when the row was no longer pending (someone else answered it)."""
+        when the row was no longer pending (someone else answered it).
+
+        `merged`: a burst's earlier rows, answered by the same reply; their user turns
+        come first in `turns`, in order. They settle in the same transaction, naming
+        their own user turn and the reply, as `delivered` when the reply is `answered`:
+        only `entry_id` carries the reply's delivery, so recovery never sends it twice.
+        """
+        users = len(merged) + 1
 
         def then(conn: Connection, stored: list[Turn]) -> None:
-            user = stored[0].id if stored and stored[0].role == "user" else None
             reply = stored[-1].id if stored and stored[-1].role != "user" else None
+            for index, row in enumerate(merged):
+                user = stored[index].id if len(stored) > index else None
+                carried: TurnState = "delivered" if state == "answered" else state
+                settle_in(conn, row, carried, reply, user_turn_id=user)
+            head = stored[users - 1] if len(stored) >= users else None
+            user = head.id if head is not None and head.role == "user" else None
             settle_in(conn, entry_id, state, reply, user_turn_id=user)
 
         try:

@@ -52,6 +52,9 @@ def settings_for(
         },
         "http": {"enabled": False},
         "tools": {"search": False},  # no DuckDuckGo from tests
+        # Tests written before bursts answer each message alone; burst tests turn it on.
+        "groups": {"burst_ms": 0},
+        "private": {"burst_ms": 0},
     }
     if database_url is not None:
         data["storage"] = {"url": database_url}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -24,11 +25,13 @@ class Finisher:
     def is_busy(self, chat_key: ChatKey) -> bool:
         return chat_key in self.busy
 
-    async def resume(self, entry: IntakeEntry) -> bool:
+    async def resume_run(self, entries: Sequence[IntakeEntry]) -> int:
+        """Answers the first row only (the processor decides what a burst is)."""
+        entry = entries[0]
         if entry.chat_id == "broken":
             raise RuntimeError("a bug in one chat")
         self.done.append(("resume", entry.text))
-        return True
+        return 1
 
     async def redeliver(self, entry: IntakeEntry) -> bool:
         self.done.append(("redeliver", entry.text))

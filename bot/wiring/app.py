@@ -51,6 +51,7 @@ from core.reminders.scheduler import Scheduler
 from core.reminders.service import Reminders
 from core.tools.loop import ToolLoop, default_registry
 from core.tools.search import SearchBackend, duckduckgo_backend
+from core.turn.bursts import BurstOptions
 from core.turn.delivery import ChannelRoutes
 from core.turn.processor import ImageReader, MessageProcessor, ProcessorOptions
 from core.turn.recovery import Recovery, RecoveryOptions
@@ -177,6 +178,12 @@ class App:
             max_waiting=settings.bot.max_waiting,
             max_in_flight_per_user=settings.bot.max_in_flight_per_user,
             message_suffix=settings.context.message_suffix,
+            burst=BurstOptions(
+                group_ms=settings.groups.burst_ms,
+                private_ms=settings.private.burst_ms,
+                group_max_ms=settings.groups.burst_max_ms,
+                private_max_ms=settings.private.burst_max_ms,
+            ),
         )
         if self._seams.storage is not None:
             self.storage = self._seams.storage

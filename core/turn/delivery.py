@@ -70,6 +70,15 @@ class ChannelRoutes:
         outlet = self._outlets.get(platform)
         return outlet is not None and outlet.pushes
 
+    def merges_bursts(self, platform: str) -> bool:
+        """Quick messages of one sender here may be answered as one turn: the channel
+        pushes replies (no request waits for each answer) and does not hand messages
+        over one at a time, each after the last one's answer (`one_at_a_time`: the
+        console, where a merge window would only delay every answer)."""
+        outlet = self._outlets.get(platform)
+        alone = getattr(outlet, "one_at_a_time", False)
+        return self.can_push(platform) and not alone
+
     def takes_proactive(self, platform: str) -> bool:
         """A message nobody asked for can reach this platform: it pushes, or it has a
         push target for such messages (HTTP with `[http] push_url`)."""
@@ -125,6 +134,10 @@ class Outbox:
     def __init__(self, routes: ChannelRoutes | None, intake: Intake) -> None:
         self._routes = routes
         self._intake = intake
+
+    def merges_bursts(self, platform: str) -> bool:
+        """See ChannelRoutes.merges_bursts."""
+        return self._routes is not None and self._routes.merges_bursts(platform)
 
     def pushes(self, platform: str) -> bool:
         """This platform's chats can be sent a message nobody is waiting for (False:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 from cachetools import LRUCache
@@ -23,7 +23,8 @@ from core.streaming import ReplyStream
 from core.tasks import TaskTracker
 from core.tools.loop import ToolLoop
 from core.tools.registry import ToolContext
-from core.turn.accepted import intake_draft, reply_for, restored_message
+from core.turn.accepted import SCHEDULED_PREFIX, intake_draft, reply_for, restored_message
+from core.turn.bursts import BurstOptions, Bursts, leading_burst
 from core.turn.compacting import BackgroundCompaction
 from core.turn.delivery import ChannelRoutes, Outbox
 from core.turn.ordering import ChatSerializer, ChatTicket
@@ -32,6 +33,7 @@ from memory.types import (
     ChatKey,
     IntakeEntry,
     NewTurn,
+    TurnState,
 )
 
 log = logging.getLogger(__name__)
@@ -71,6 +73,19 @@ class ProcessorOptions:
     max_waiting: int = 1024  # turns waiting beyond max_in_flight before work is turned away
     max_in_flight_per_user: int = 8  # one sender's turns across chats (a hung model)
     message_suffix: str = ""  # appended to every user message, e.g. a tool-access note
+    burst: BurstOptions = BurstOptions()  # quick messages of one sender as one turn (off)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """One message made ready for the model: its content for this turn, the shorter
+    content stored with its turn, and what its images and files add."""
+
+    content: str
+    stored: str
+    meta: dict[str, object]
+    image_parts: list[dict[str, object]]
+    spoken: bool
 
 
 class MessageProcessor:
@@ -113,6 +128,7 @@ class MessageProcessor:
         self._tasks = TaskTracker()
         self._compaction = BackgroundCompaction(compactor, self._tasks)
         self._turns = TurnFactory(counter)
+        self._bursts: Bursts[tuple[IntakeEntry, InboundMessage]] = Bursts()
         self._closing = False
         self._last_reports: LRUCache[ChatKey, ContextReport] = LRUCache(maxsize=REPORTS_KEPT)
 
@@ -142,7 +158,33 @@ class MessageProcessor:
             if entry is None:
                 return await self._duplicate(message)
             raise ShuttingDown
-        await self._run(entry, message, place, late=False)
+        window = self._burst_window(message)
+        if window <= 0:
+            return await self._run([(entry, message)], place, late=False)
+        chat, sender = message.chat_key, message.sender_key
+        longest = self._options.burst.max_s(message.chat_type)
+        burst = self._bursts.join(chat, sender, (entry, message), window, longest)
+        if burst is None:
+            place.release()  # durable, and its burst's leader answers it
+            return None
+        try:
+            async with self._tasks.track():
+                items = await self._bursts.collect(chat, sender, burst)
+        except BaseException:
+            place.release()  # the burst's rows stay pending: recovery answers them
+            raise
+        return await self._run(items, place, late=False)
+
+    def _burst_window(self, message: InboundMessage) -> float:
+        """How long this message waits for its sender's next one (0: answered alone).
+        Only where the reply is pushed (an HTTP caller waits for its own answer) and
+        messages can come while one is answered (not the console)."""
+        scheduled = (message.message_id or "").startswith(SCHEDULED_PREFIX)
+        if scheduled or message.message_id is None:
+            return 0.0
+        if not self._outbox.merges_bursts(message.platform):
+            return 0.0
+        return self._options.burst.window_s(message.chat_type)
 
     def _overloaded(self) -> bool:
         return self._serial.places >= self._options.max_in_flight + self._options.max_waiting
@@ -175,6 +217,22 @@ class MessageProcessor:
         chat lock, so a message answered meanwhile (here or on another replica) is left
         alone before any slow step (image download, vision, the model).
         """
+        return await self._resume([entry])
+
+    async def resume_run(self, entries: Sequence[IntakeEntry]) -> int:
+        """Recovery: answer the leading pending rows of one sender in one chat that the
+        live path would have merged into one burst, as one turn. Returns how many rows
+        it finished (0: skipped)."""
+        if not entries:
+            return 0
+        burst = self._options.burst
+        merges = self._outbox.merges_bursts(entries[0].platform)
+        group = leading_burst(entries, burst) if merges else []
+        group = group or list(entries[:1])
+        return len(group) if await self._resume(group) else 0
+
+    async def _resume(self, group: Sequence[IntakeEntry]) -> bool:
+        entry = group[0]
         if self._closing or self.is_busy(entry.chat_key):
             return False
         # The place (and a slot of max_in_flight) first, the chat lock's connection second,
@@ -185,20 +243,22 @@ class MessageProcessor:
             async with self._store.try_chat_lock(entry.platform, entry.chat_id) as free:
                 if not free:
                     return False
-                fresh = await self._store.intake.get(entry.id)
-                if fresh is None or fresh.state != "pending":
+                found = [await self._store.intake.get(row.id) for row in group]
+                live = [row for row in found if row is not None and row.state == "pending"]
+                if not live:
                     return False
-                if fresh.attempts >= MAX_ATTEMPTS:
+                for spent in [row for row in live if row.attempts >= MAX_ATTEMPTS]:
                     log.error(
                         "giving up on message %s in %s: %d attempts died without an answer",
-                        fresh.platform_message_id,
-                        fresh.chat_key,
-                        fresh.attempts,
+                        spent.platform_message_id,
+                        spent.chat_key,
+                        spent.attempts,
                     )
-                    await self._store.intake.move(fresh.id, "failed", expected=["pending"])
-                    return True
-                message = restored_message(fresh, self._routes)
-                await self._answer_entry(fresh, message, late=True)
+                    await self._store.intake.move(spent.id, "failed", expected=["pending"])
+                live = [row for row in live if row.attempts < MAX_ATTEMPTS]
+                if live:
+                    items = [(row, restored_message(row, self._routes)) for row in live]
+                    await self._answer_entry(items, late=True)
         return True
 
     async def redeliver(self, entry: IntakeEntry) -> bool:
@@ -268,15 +328,15 @@ class MessageProcessor:
 
     async def _run(
         self,
-        entry: IntakeEntry,
-        message: InboundMessage,
+        items: list[tuple[IntakeEntry, InboundMessage]],
         place: ChatTicket,
         *,
         late: bool,
     ) -> None:
+        message = items[-1][1]
         async with self._tasks.track(), place:
             async with self._store.chat_lock(message.platform, message.chat_id):
-                return await self._answer_entry(entry, message, late)
+                return await self._answer_entry(items, late)
 
     async def remember_context(self, message: InboundMessage) -> None:
         """Store a group message that did not trigger the bot, so later turns see it."""
@@ -300,24 +360,38 @@ class MessageProcessor:
             )
         return cancelled
 
-    async def _answer_entry(self, entry: IntakeEntry, message: InboundMessage, late: bool) -> None:
-        """Under the chat's lock: ask the model, then store the user turn, the tool turns
-        and the reply in the transaction that settles the intake row, and send.
+    async def _answer_entry(
+        self, items: Sequence[tuple[IntakeEntry, InboundMessage]], late: bool
+    ) -> None:
+        """Under the chat's lock: ask the model, then store the user turns, the tool turns
+        and the reply in the transaction that settles the intake rows, and send.
 
-        The message is already durable in the intake, so the conversation's turns are
+        The messages are already durable in the intake, so the conversation's turns are
         written once, together: two writes per turn (accept, settle), as before the intake.
+        A burst (several items) is one model call whose current message holds all of
+        them in order; each keeps its own stored user turn, and the last one carries
+        the reply (the reply quotes it).
         """
-        if late and not await self._store.claim(entry.id):
-            return None  # answered meanwhile (another replica, or recovery)
-        images = await self._images(message)
-        shared = await self._read_shared(message) if self._read_shared else SharedNotes()
-        say = (message.sender_name, message.sender_id, message.text, images.notes)
-        content = inject(*say, self._options.message_suffix, shared.notes)
-        meta = {"images": images.hashes} if images.hashes else {}
-        meta.update(shared.meta)
-        # Stored: the short notes (later turns keep "sent report.pdf", not its text).
-        stored = inject(*say, self._options.message_suffix, shared.short)
-        user_turn = self._turns.user(message, stored, kind="message", meta=meta)
+        if late:  # rows answered meanwhile (another replica, or recovery) drop out
+            items = [
+                (entry, message) for entry, message in items if await self._store.claim(entry.id)
+            ]
+            if not items:
+                return None
+        entry, message = items[-1]
+        # The suffix (a tool-access note) once, after the last message of a burst.
+        suffix = self._options.message_suffix
+        reads = await asyncio.gather(
+            *(self._read(each, suffix if each is message else "") for _, each in items)
+        )
+        user_turns = [
+            self._turns.user(each, read.stored, kind="message", meta=read.meta)
+            for (_, each), read in zip(items, reads, strict=True)
+        ]
+        merged = [earlier.id for earlier, _ in items[:-1]]
+        content = "\n".join(read.content for read in reads)
+        stored = "\n".join(read.stored for read in reads)
+        user_turn = user_turns[-1]
         found = await self._store.turn_material(
             message.platform,
             message.chat_id,
@@ -333,11 +407,11 @@ class MessageProcessor:
                 message=message,
                 user_content=content,
                 user_tokens=self._counter.count(content)
-                if stored != content
+                if stored != content or merged
                 else user_turn.token_count,
                 history=found.history,
                 memories=found.memories,
-                image_parts=images.parts,
+                image_parts=[part for read in reads for part in read.image_parts],
                 **self._tool_loop.turn_tools(ToolContext.for_message(message, None)),
                 summary=found.summary,
                 summary_through=found.summary_through,
@@ -354,9 +428,9 @@ class MessageProcessor:
         except LLMError as exc:
             log.warning("model call failed for %s: %s (%s)", message.chat_key, exc.kind, exc)
             apology = APOLOGY.get(exc.kind, GENERIC_APOLOGY)
-            return await self._apologise(entry, message, user_turn, apology, stream)
-        turns = [user_turn, *(self._turns.bot(message, draft) for draft in result.drafts())]
-        if not await self._store.settle(entry.id, turns, "answered"):
+            return await self._apologise(entry, message, user_turns, merged, apology, stream)
+        turns = [*user_turns, *(self._turns.bot(message, draft) for draft in result.drafts())]
+        if not await self._settle(entry.id, turns, "answered", merged):
             return await self._answered_elsewhere(entry, message, late)
         # What fell out of this context: the oldest turns of the history it was given.
         if not self._closing:
@@ -365,7 +439,8 @@ class MessageProcessor:
         outbound = reply_for(message, result.reply, late=late)
         if self._speak is not None and not late:
             outbound = replace(
-                outbound, audio=await self._speak(message, shared.spoken, result.reply)
+                outbound,
+                audio=await self._speak(message, any(read.spoken for read in reads), result.reply),
             )
         await self._outbox.deliver(entry.id, outbound, stream)
         return None
@@ -374,16 +449,42 @@ class MessageProcessor:
         self,
         entry: IntakeEntry,
         message: InboundMessage,
-        user_turn: NewTurn,
+        user_turns: list[NewTurn],
+        merged: list[int],
         text: str,
         stream: ReplyStream | None,
     ) -> None:
-        """A model failure: the user turn is kept, the message is `failed` (not retried
-        later), and the user is told so (in place of any preview already shown)."""
-        if not await self._store.settle(entry.id, [user_turn], "failed"):
+        """A model failure: the user turns are kept, the messages are `failed` (not
+        retried later), and the user is told so (in place of any preview already shown)."""
+        if not await self._settle(entry.id, user_turns, "failed", merged):
             return await self._answered_elsewhere(entry, message, False)
         await self._outbox.tell(reply_for(message, text, late=False), stream)
         return None
+
+    async def _settle(
+        self, entry_id: int, turns: list[NewTurn], state: TurnState, merged: list[int]
+    ) -> bool:
+        """One transaction for the turns and every row of the burst (`merged`: the rows
+        before the one carrying the reply, whose user turns come first in `turns`)."""
+        if merged:
+            return await self._store.settle(entry_id, turns, state, merged=merged)
+        return await self._store.settle(entry_id, turns, state)
+
+    async def _read(self, message: InboundMessage, suffix: str) -> _Read:
+        """A message's content with its image, document, link and voice notes."""
+        images = await self._images(message)
+        shared = await self._read_shared(message) if self._read_shared else SharedNotes()
+        say = (message.sender_name, message.sender_id, message.text, images.notes)
+        meta: dict[str, object] = {"images": images.hashes} if images.hashes else {}
+        meta.update(shared.meta)
+        return _Read(
+            content=inject(*say, suffix, shared.notes),
+            # Stored: the short notes (later turns keep "sent report.pdf", not its text).
+            stored=inject(*say, suffix, shared.short),
+            meta=meta,
+            image_parts=list(images.parts),
+            spoken=shared.spoken,
+        )
 
     async def settle(self) -> None:
         """Wait for background work (summaries being written) to finish."""

@@ -36,7 +36,9 @@ class Finisher(Protocol):
 
     def is_busy(self, chat_key: ChatKey) -> bool: ...
 
-    async def resume(self, entry: IntakeEntry) -> bool: ...
+    async def resume_run(self, entries: Sequence[IntakeEntry]) -> int:
+        """Answer the leading rows of `entries` (pending, one sender, one chat, in order)
+        that make one burst, as one turn; how many it finished (0: skipped)."""
 
     async def redeliver(self, entry: IntakeEntry) -> bool: ...
 
@@ -100,22 +102,25 @@ class Recovery:
         return finished
 
     async def _finish_chat(self, entries: Sequence[IntakeEntry]) -> int:
-        """A chat's open rows in order; stop at the first one that could not be finished."""
+        """A chat's open rows in order; stop at the first one that could not be finished.
+        A sender's consecutive pending rows go to the finisher together, so a burst a
+        dead process was collecting is answered as one turn, as it would have been."""
         finished = 0
-        for entry in entries:
+        while finished < len(entries):
+            entry = entries[finished]
             if self._finisher.is_busy(entry.chat_key):
                 break
             try:
                 if entry.state == "pending":
-                    ok = await self._finisher.resume(entry)
+                    done = await self._finisher.resume_run(_pending_run(entries[finished:]))
                 else:
-                    ok = await self._finisher.redeliver(entry)
+                    done = int(await self._finisher.redeliver(entry))
             except Exception:  # one chat's failure must not stop the others' recovery
                 log.exception("recovery: message #%d in %s failed", entry.id, entry.chat_key)
-                ok = False
-            if not ok:
+                done = 0
+            if not done:
                 break
-            finished += 1
+            finished += done
         return finished
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -146,3 +151,14 @@ class Recovery:
             "recovered_total": self.counters.recovered_total,
             "expired_total": self.counters.expired_total,
         }
+
+
+def _pending_run(entries: Sequence[IntakeEntry]) -> list[IntakeEntry]:
+    """The first row and the pending rows of the same sender right after it."""
+    first = entries[0]
+    run = [first]
+    for entry in entries[1:]:
+        if entry.state != "pending" or entry.sender_id != first.sender_id:
+            break
+        run.append(entry)
+    return run

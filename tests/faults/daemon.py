@@ -167,6 +167,9 @@ def daemon_env(
         CHATTERD_HTTP__PORT=str(http_port),
         CHATTERD_CONTEXT__COMPACTION="false",
         CHATTERD_BOT__RECOVERY_INTERVAL_S="0.5",
+        # Each message its own turn, as before bursts; a burst test sets its own window.
+        CHATTERD_GROUPS__BURST_MS="0",
+        CHATTERD_PRIVATE__BURST_MS="0",
         PYTHONUNBUFFERED="1",
     )
     env.update(extra or {})

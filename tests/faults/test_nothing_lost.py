@@ -158,6 +158,27 @@ async def test_sigkill_during_the_model_call(harness: Harness) -> None:
     assert (await harness.states())["delivered"] == len(PEOPLE)
 
 
+async def test_sigkill_in_the_middle_of_a_burst(harness: Harness) -> None:
+    """Two messages of one burst accepted, the process killed while it waited for more:
+    after the restart both are answered, together, by one reply, once."""
+    extra = {"CHATTERD_PRIVATE__BURST_MS": "30000", "CHATTERD_PRIVATE__BURST_MAX_MS": "60000"}
+    first = await harness.daemon(extra)
+    ann = PEOPLE[0]
+    harness.say(ann, "first half")
+    harness.say(ann, "second half")
+    await _until(lambda: harness.states(), lambda s: s["pending"] == 2)
+    first.kill()
+    await first.wait()
+    assert harness.replies() == Counter() and harness.model.requests == []
+    second = await harness.daemon(extra)
+    await harness.settled(second)
+    harness.assert_each_answered_once([ann])
+    (asked,) = harness.model.requests
+    said = last_user_text(asked.json or {}) or ""
+    assert 0 <= said.find("first half") < said.find("second half"), said
+    assert (await harness.states())["delivered"] == 2
+
+
 async def test_sigkill_during_the_image_description(harness: Harness, tmp_path: Path) -> None:
     async with FakeOpenAI(reply="a red bicycle") as vision:
         extra = {
