@@ -28,7 +28,8 @@ from bot.config import Settings
 from core.messages import ChatType, InboundMessage, Reply, TryLater
 from core.turn.accepted import notice_for
 from core.turn.delivery import Outbox
-from core.turn.processor import GENERIC_APOLOGY, MessageProcessor, Overloaded, ShuttingDown
+from core.turn.outcomes import GENERIC_APOLOGY, Overloaded, ShuttingDown
+from core.turn.processor import MessageProcessor
 from core.turn.ratelimit import RATE_NOTICE, RateDecision, RateLimiter
 from core.turn.triggers import TriggerPolicy, is_command
 from core.usage.quota import ALLOWED as QUOTA_OK

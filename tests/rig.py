@@ -24,7 +24,8 @@ from bot.wiring.app import App, Seams, TurnPath
 from bot.wiring.registry import ChannelDeps
 from core.messages import ChatType, DeliveryError, InboundMessage, OutboundMessage, Reply, Sent
 from core.tools.search import SearchBackend
-from core.turn.processor import ImageReader, MessageProcessor
+from core.turn.processor import MessageProcessor
+from core.turn.reading import ImageReader
 from memory.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI, echo_last_user
 

@@ -19,7 +19,7 @@ import pytest
 from core.media.vision import ImageNotes
 from core.messages import ImageRef, InboundMessage, OutboundMessage, Reply, Sent, TryLater
 from core.tools.search import SearchResult
-from core.turn.processor import APOLOGY, ShuttingDown
+from core.turn.outcomes import APOLOGY, ShuttingDown
 from memory.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI
 from tests.rig import Rig, Waiting, build_rig, daemon, msg, settings_for

@@ -15,7 +15,8 @@ from typing import Any
 
 from core.messages import DeliveryError, OutboundMessage, Sent
 from core.streaming import StreamRecorder
-from core.turn.processor import APOLOGY, MessageProcessor
+from core.turn.outcomes import APOLOGY
+from core.turn.processor import MessageProcessor
 from memory.store import SqlStorage
 from tests.fakes.openai_stream import StreamShape
 from tests.rig import Rig, build_rig, msg

@@ -53,7 +53,8 @@ from core.tools.loop import ToolLoop, default_registry
 from core.tools.search import SearchBackend, duckduckgo_backend
 from core.turn.bursts import BurstOptions
 from core.turn.delivery import ChannelRoutes
-from core.turn.processor import ImageReader, MessageProcessor, ProcessorOptions
+from core.turn.processor import MessageProcessor, ProcessorOptions
+from core.turn.reading import ImageReader
 from core.turn.recovery import Recovery, RecoveryOptions
 from core.usage.meter import UsageMeter, UsageRecorder
 from core.usage.quota import QuotaGuard, QuotaLimits

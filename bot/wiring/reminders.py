@@ -21,7 +21,8 @@ from bot.config import Settings
 from core.messages import ChatType, InboundMessage
 from core.reminders.scheduler import Gate, Lock, Scheduler, SchedulerOptions, owner_message
 from core.reminders.service import ReminderLimits, Reminders
-from core.turn.processor import MessageProcessor, ShuttingDown
+from core.turn.outcomes import ShuttingDown
+from core.turn.processor import MessageProcessor
 from memory.chat_settings_cache import CachedChatSettings
 from memory.reminders import Reminder
 from memory.store import SqlStorage

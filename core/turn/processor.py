@@ -15,8 +15,6 @@ from core.context.tokens import TokenCounter
 from core.context.turn import ChatPersona, TurnContextBuilder, TurnInput
 from core.inject import inject
 from core.llm import LLMError
-from core.media.attachments import SharedNotes
-from core.media.vision import NOT_DESCRIBED, ImageNotes
 from core.messages import InboundMessage
 from core.storage import Store
 from core.streaming import ReplyStream
@@ -28,6 +26,9 @@ from core.turn.bursts import BurstOptions, Bursts, leading_burst
 from core.turn.compacting import BackgroundCompaction
 from core.turn.delivery import ChannelRoutes, Outbox
 from core.turn.ordering import ChatSerializer, ChatTicket
+from core.turn.outcomes import APOLOGY, GENERIC_APOLOGY, Overloaded, ShuttingDown
+from core.turn.reading import ImageReader, MessageReading, SharedMaterialReader
+from core.turn.stored_reply import send_stored_reply
 from core.turn.turns import TurnFactory
 from memory.types import (
     ChatKey,
@@ -38,30 +39,10 @@ from memory.types import (
 
 log = logging.getLogger(__name__)
 
-APOLOGY = {
-    "timeout": "Sorry, my language model took too long to answer. Please try again.",
-    "rate_limited": "Sorry, I'm getting too many requests right now. Please try again in a minute.",
-    "unavailable": "Sorry, I can't reach my language model right now. Please try again shortly.",
-}
-GENERIC_APOLOGY = "Sorry, something went wrong on my side. Please try again in a moment."
-DUPLICATE_WAIT_S = 120.0  # how long a retried message waits for the first try's answer
 MAX_ATTEMPTS = 3  # a message that was started this often without an answer is given up
 
 
-class ShuttingDown(Exception):
-    """The message was accepted and will be answered after the restart."""
-
-
-class Overloaded(Exception):
-    """Too many turns in flight and waiting: the message was not accepted (nothing is
-    stored); the caller is told to send it again later."""
-
-
 REPORTS_KEPT = 10_000  # /context reports remembered, most recent chats first
-# Turns images into "(Image N: ...)" notes, optional passthrough parts, and content hashes.
-ImageReader = Callable[[InboundMessage], Awaitable[ImageNotes]]
-# Links, documents, voice -> notes for this turn and shorter ones to store (core/media/).
-SharedMaterialReader = Callable[[InboundMessage], Awaitable[SharedNotes]]
 # (message, it was spoken, reply text) -> the reply as audio, or None (core/media/speaking.py).
 Speaker = Callable[[InboundMessage, bool, str], Awaitable[bytes | None]]
 
@@ -74,18 +55,6 @@ class ProcessorOptions:
     max_in_flight_per_user: int = 8  # one sender's turns across chats (a hung model)
     message_suffix: str = ""  # appended to every user message, e.g. a tool-access note
     burst: BurstOptions = BurstOptions()  # quick messages of one sender as one turn (off)
-
-
-@dataclass(frozen=True)
-class _Read:
-    """One message made ready for the model: its content for this turn, the shorter
-    content stored with its turn, and what its images and files add."""
-
-    content: str
-    stored: str
-    meta: dict[str, object]
-    image_parts: list[dict[str, object]]
-    spoken: bool
 
 
 class MessageProcessor:
@@ -112,14 +81,13 @@ class MessageProcessor:
         speak: Speaker | None = None,
     ) -> None:
         self._store = store
-        self._read_shared = read_shared
         self._speak = speak
         self._chat_persona = chat_persona
         self._context = context
         self._counter = counter
         self._options = options or ProcessorOptions()
         self._tool_loop = tool_loop
-        self._read_images = read_images
+        self._reading = MessageReading(read_images, read_shared)
         self._routes = routes
         self._outbox = Outbox(routes, store.intake)
         self._serial = ChatSerializer(
@@ -288,8 +256,12 @@ class MessageProcessor:
             )
             return
         platform, chat_id, message_id = message.platform, message.chat_id, message.message_id
-        await self._send_stored(
-            message, lambda: self._store.intake.by_message(platform, chat_id, message_id)
+        await send_stored_reply(
+            self._store,
+            self._outbox,
+            message,
+            lambda: self._store.intake.by_message(platform, chat_id, message_id),
+            lambda: self._closing,
         )
 
     async def _answered_elsewhere(
@@ -300,31 +272,13 @@ class MessageProcessor:
         (HTTP) is sent that answer, never an empty one; a pushing channel gets nothing more."""
         if late or self._outbox.pushes(message.platform):
             return
-        await self._send_stored(message, lambda: self._store.intake.get(entry.id))
-
-    async def _send_stored(
-        self, message: InboundMessage, read: Callable[[], Awaitable[IntakeEntry | None]]
-    ) -> None:
-        """Wait (bounded) for the intake row's stored reply and send it to the request
-        waiting for it; nothing when the row failed or expired, or the wait ran out."""
-        deadline = asyncio.get_running_loop().time() + DUPLICATE_WAIT_S
-        delay = 0.05
-        while True:
-            entry = await read()
-            if entry is None or entry.state in ("failed", "expired"):
-                return
-            if entry.state in ("answered", "delivered") and entry.reply_turn_id is not None:
-                reply = await self._store.turn_content(entry.reply_turn_id)
-                if reply is not None:
-                    again = reply_for(message, reply.content, late=False)
-                    await self._outbox.deliver(entry.id, again)
-                    return
-            if self._closing:
-                raise ShuttingDown
-            if asyncio.get_running_loop().time() > deadline:
-                return
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
+        await send_stored_reply(
+            self._store,
+            self._outbox,
+            message,
+            lambda: self._store.intake.get(entry.id),
+            lambda: self._closing,
+        )
 
     async def _run(
         self,
@@ -382,7 +336,7 @@ class MessageProcessor:
         # The suffix (a tool-access note) once, after the last message of a burst.
         suffix = self._options.message_suffix
         reads = await asyncio.gather(
-            *(self._read(each, suffix if each is message else "") for _, each in items)
+            *(self._reading.read(each, suffix if each is message else "") for _, each in items)
         )
         user_turns = [
             self._turns.user(each, read.stored, kind="message", meta=read.meta)
@@ -470,22 +424,6 @@ class MessageProcessor:
             return await self._store.settle(entry_id, turns, state, merged=merged)
         return await self._store.settle(entry_id, turns, state)
 
-    async def _read(self, message: InboundMessage, suffix: str) -> _Read:
-        """A message's content with its image, document, link and voice notes."""
-        images = await self._images(message)
-        shared = await self._read_shared(message) if self._read_shared else SharedNotes()
-        say = (message.sender_name, message.sender_id, message.text, images.notes)
-        meta: dict[str, object] = {"images": images.hashes} if images.hashes else {}
-        meta.update(shared.meta)
-        return _Read(
-            content=inject(*say, suffix, shared.notes),
-            # Stored: the short notes (later turns keep "sent report.pdf", not its text).
-            stored=inject(*say, suffix, shared.short),
-            meta=meta,
-            image_parts=list(images.parts),
-            spoken=shared.spoken,
-        )
-
     async def settle(self) -> None:
         """Wait for background work (summaries being written) to finish."""
         await self._compaction.idle()
@@ -494,10 +432,3 @@ class MessageProcessor:
         if self._chat_persona is None:
             return ""
         return await self._chat_persona(message.platform, message.chat_id)
-
-    async def _images(self, message: InboundMessage) -> ImageNotes:
-        if not message.images:
-            return ImageNotes()
-        if self._read_images is None:
-            return ImageNotes(notes=[NOT_DESCRIBED] * len(message.images))
-        return await self._read_images(message)
