@@ -175,10 +175,12 @@ async def build_rig(
     compaction_min_turns: int | None = None,
     read_images: ImageReader | None = None,
     search: SearchBackend | None = None,
+    **sections: dict[str, Any],
 ) -> AsyncIterator[Rig]:
     """`App.build()` on `storage` (the test's), with the model on a FakeOpenAI answering
     `reply`, the wake word "bot", two tool rounds, web search only on a given `search`
-    backend, and compaction only when asked for."""
+    backend, and compaction only when asked for; `sections` add config sections
+    (`images={...}`) or keys of `tools`."""
     compaction: dict[str, Any] = {"compaction": compaction_min_turns is not None}
     if compaction_min_turns is not None:
         compaction["compaction_min_turns"] = compaction_min_turns
@@ -194,9 +196,10 @@ async def build_rig(
                 "timeout_s": timeout_s,
                 "max_retries": max_retries,
             },
-            tools={"max_rounds": 2, "search": search is not None},
+            tools={"max_rounds": 2, "search": search is not None, **sections.pop("tools", {})},
             groups={"wake_words": ["bot"]},
             context=compaction,
+            **sections,
         )
         seams = Seams(storage=storage, read_images=read_images, search=search)
         async with turn_path(settings, seams) as (app, path):

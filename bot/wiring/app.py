@@ -24,6 +24,7 @@ from bot.config import Settings
 from bot.console import RecentErrors
 from bot.dispatcher import Dispatcher
 from bot.errors import channel_start_failure
+from bot.wiring.images import Drawing, build_drawing
 from bot.wiring.jobs import build_job_runner
 from bot.wiring.models import (
     chat_model,
@@ -128,6 +129,7 @@ class App:
         self.scheduler: Scheduler | None = None
         # Work that outlives a turn (core/jobs/runner.py); features register their kinds.
         self.jobs: JobRunner | None = None
+        self._drawing: Drawing | None = None  # pictures ([images]), when enabled
 
     def health(self) -> dict[str, ChannelHealth]:
         return {channel.name: channel.health() for channel in self.channels}
@@ -204,6 +206,9 @@ class App:
             clock=self._clock,  # the trusted time block too (a test's clock crosses minutes)
         )
         mcp = await self._mcp_tools(counter)
+        self._drawing = build_drawing(
+            settings, self.storage.jobs, self._stack, self._clock, self._seams.links_resolver
+        )
         self.processor = MessageProcessor(
             store=self.storage,
             context=context,
@@ -238,6 +243,8 @@ class App:
         )
         self.jobs = build_job_runner(settings, self.storage, self.processor.outbox, self._clock)
         commands.add("jobs", JobsCommand(self.storage.jobs, admins, clock=self._clock))
+        if self._drawing is not None:  # the "draw" job kind and /draw
+            self._drawing.attach(self.jobs, commands, meter)
         if self.reminders is not None:
             add_commands(commands, self.reminders, admins)
             self.scheduler = build_scheduler(
@@ -366,6 +373,8 @@ class App:
         if mcp is not None and tools.mode == "markers":
             registry.register(mcp.marker_tool())  # `[Call: server__tool {...}]`
         self._shared.add_tools(registry)
+        if self._drawing is not None:
+            self._drawing.add_tool(registry)  # offered only to those [images] allow
         return ToolLoop(
             registry,
             llm,

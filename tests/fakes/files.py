@@ -11,6 +11,7 @@ import io
 import math
 import struct
 import zipfile
+import zlib
 
 
 def make_pdf(pages: list[str]) -> bytes:
@@ -86,3 +87,24 @@ def make_silk(seconds: float = 1.0) -> bytes:
 
 OGG_VOICE = b"OggS\x00\x02" + bytes(range(256)) * 4  # looks like OGG; never decoded
 MP3_VOICE = b"ID3\x04\x00\x00\x00\x00\x00\x00" + b"\xff\xfb\x90\x00" * 200
+
+
+def make_png(width: int = 8, height: int = 8) -> bytes:
+    """A valid RGB PNG (8-bit, no interlace) with a colour gradient, built by hand."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit truecolour
+    rows = b"".join(
+        b"\x00"  # filter type: none
+        + b"".join(bytes((255 - 20 * x, 20 * y, 40)) for x in range(width))
+        for y in range(height)
+    )
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows, 9))
+        + chunk(b"IEND", b"")
+    )
