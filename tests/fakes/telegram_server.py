@@ -289,8 +289,8 @@ class FakeTelegram(ChatModel):
         self._running.set()
 
     def hold_sends(self) -> None:
-        """sendMessage requests wait at the door until `release_sends()`; one whose client
-        went away meanwhile is never delivered (the platform did not accept it)."""
+        """sendMessage and sendPhoto requests wait at the door until `release_sends()`; one
+        whose client went away meanwhile is never delivered (the platform did not accept it)."""
         self._sends_open.clear()
 
     def release_sends(self) -> None:
@@ -384,7 +384,7 @@ class FakeTelegram(ChatModel):
         async with self._changed:
             self.calls.append(call)
             self._changed.notify_all()
-        if method == "sendMessage" and not self._sends_open.is_set():
+        if method in ("sendMessage", "sendPhoto") and not self._sends_open.is_set():
             await self._sends_open.wait()
             if request.transport is None or request.transport.is_closing():
                 return web.Response(status=499)  # the sender is gone: nothing delivered
