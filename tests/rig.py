@@ -31,6 +31,12 @@ from tests.fakes.openai_server import FakeOpenAI, echo_last_user
 ADMIN = "telegram:1000"
 
 
+def telegram_section(tg: Any) -> dict[str, Any]:
+    """`[telegram]` on a FakeTelegram; poll_stall_s caps the long poll at a third of it,
+    so stopping never waits long."""
+    return {"enabled": True, "token": tg.token, "api_base_url": tg.root, "poll_stall_s": 3.0}
+
+
 def settings_for(
     tmp_path: Path,
     database_url: str | None,

@@ -40,7 +40,7 @@ from tests.fakes.telegram_server import (
     sticker,
     user,
 )
-from tests.rig import daemon, settings_for
+from tests.rig import daemon, settings_for, telegram_section
 
 BOT = "chatterd_test_bot"
 ALICE = user(1001, "Alice", "Liddell", username="alice")
@@ -70,11 +70,6 @@ def chat_model(body: dict[str, Any]) -> str:
     if "I like green tea" in last:
         return f"Sure! [Remember: {FACT}]"
     return "echo: " + last.splitlines()[0]
-
-
-def telegram_section(tg: FakeTelegram) -> dict[str, Any]:
-    # poll_stall_s caps the long poll at a third of it, so stopping never waits long
-    return {"enabled": True, "token": tg.token, "api_base_url": tg.root, "poll_stall_s": 3.0}
 
 
 async def exchange(tg: FakeTelegram, push: Callable[[], object]) -> ApiCall:

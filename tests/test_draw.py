@@ -21,16 +21,18 @@ import pytest
 from bot.config import Settings
 from bot.wiring.app import App
 from channels.onebot.channel import OneBotChannel
-from core.images.artist import Artist, ArtistSettings
+from core.images.artist import Artist, ArtistSettings, DrawRefused
 from core.images.job import draw_handler
 from core.jobs.runner import JobOutcome, JobRunner
+from core.media.fetch import DownloadPolicy, SafeDownloader
 from core.messages import OutboundMessage, Sent
+from core.turn.delivery import NO_PICTURES_NOTE, ChannelRoutes
 from memory.job_types import JobDraft
 from memory.store import SqlStorage
 from tests.fakes.onebot_impl import FakeOneBot
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram, entity, private_chat, user
-from tests.rig import ADMIN, Rig, build_rig, daemon, msg, settings_for
+from tests.rig import ADMIN, Rig, build_rig, daemon, msg, settings_for, telegram_section
 
 ALICE = user(1001, "Alice")  # an admin
 BOB = user(1002, "Bob")  # a member
@@ -47,12 +49,11 @@ async def model() -> AsyncIterator[FakeOpenAI]:
 def tg_settings(
     tmp_path: Path, url: str, model: FakeOpenAI, tg: FakeTelegram, **images: Any
 ) -> Settings:
-    section = {"enabled": True, "token": tg.token, "api_base_url": tg.root, "poll_stall_s": 3.0}
     return settings_for(
         tmp_path,
         url,
         model,
-        telegram=section,
+        telegram=telegram_section(tg),
         bot={"admins": [f"telegram:{ALICE['id']}"]},
         images={"enabled": True, "model": "picture-model", **images},
     )
@@ -79,6 +80,8 @@ async def test_telegram_draw_by_an_admin_is_drawn_once_and_sent_as_a_photo(
         assert app.storage is not None and app.jobs is not None
         await app.jobs.idle()  # marked delivered right after the send
         (job,) = await app.storage.jobs.recent()
+        tg.push_message(private_chat(ALICE), ALICE, "/usage", entities=command("/usage"))
+        (_, usage) = await tg.wait_for("sendMessage", 2)
         today = datetime.now(UTC).date()
         used = await app.storage.usage.grouped("purpose", today, today)
     assert answer.params["text"] == f"🎨 drawing… (#{job.id})"
@@ -92,6 +95,7 @@ async def test_telegram_draw_by_an_admin_is_drawn_once_and_sent_as_a_photo(
     image = {row.key: row.totals for row in used}["image"]
     assert image.calls == 1 and image.tokens == 12 + 272  # the provider's reported usage
     assert model.requests == []  # no chat-model turn was needed for a command
+    assert "Your pictures today: 1 of 10 a day" in usage.params["text"]
 
 
 async def test_telegram_provider_refusal_is_one_plain_line_and_no_photo(
@@ -280,9 +284,61 @@ class Sink:
         return Sent(("1",))
 
 
-def artist_for(fake: FakeOpenAI) -> Artist:
-    settings = ArtistSettings(fake.base_url, "sk", "picture-model", "256x256", None, 10.0)
-    return Artist(settings)
+def artist_for(fake: FakeOpenAI, timeout_s: float = 10.0, **fetch: Any) -> Artist:
+    settings = ArtistSettings(fake.base_url, "sk", "picture-model", "256x256", None, timeout_s)
+    policy = DownloadPolicy(max_bytes=1 << 20, **fetch)
+    return Artist(settings, SafeDownloader(policy))
+
+
+async def test_a_picture_not_drawn_in_time_is_one_line(model: FakeOpenAI) -> None:
+    model.image_latency_s = 30.0
+    artist = artist_for(model, timeout_s=0.5)
+    try:
+        with pytest.raises(DrawRefused) as refused:
+            await artist.draw("a slow sunset")
+    finally:
+        await artist.close()
+    assert str(refused.value) == "The picture was not finished within 0.5 s; nothing was drawn."
+    assert len(model.image_requests) == 1  # not retried by the SDK (a retry may pay twice)
+
+
+async def test_a_url_answer_is_fetched_through_the_safe_fetcher(model: FakeOpenAI) -> None:
+    model.image_url = model.picture_url  # on 127.0.0.1: private, refused unless allowed
+    refusing, allowing = artist_for(model), artist_for(model, allow_private_hosts=("127.0.0.1",))
+    try:
+        with pytest.raises(RuntimeError, match="could not be fetched"):
+            await refusing.draw("a map")
+        drawn = await allowing.draw("a map")
+    finally:
+        await refusing.close()
+        await allowing.close()
+    assert drawn.image == model.image_png and drawn.prompt_tokens == 12
+
+
+class Plain:
+    """A channel that shows no pictures (as HTTP push and the console)."""
+
+    name = "http"
+    pushes = True
+
+    def __init__(self) -> None:
+        self.sent: list[OutboundMessage] = []
+
+    async def send(self, message: OutboundMessage) -> Sent:
+        self.sent.append(message)
+        return Sent(("1",))
+
+    def restore_image(self, locator: str, mime: str | None, name: str) -> None:
+        return None
+
+
+async def test_a_channel_without_pictures_gets_the_caption_and_a_note() -> None:
+    routes, plain = ChannelRoutes(), Plain()
+    routes.add(plain)
+    await routes.deliver(OutboundMessage("http", "u1", "a red fox", image=b"\x89PNG"))
+    (sent,) = plain.sent
+    assert sent.image is None
+    assert sent.text == f"a red fox\n\n{NO_PICTURES_NOTE}"
 
 
 async def test_a_picture_kept_by_a_dead_attempt_is_sent_without_drawing_again(

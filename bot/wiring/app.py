@@ -238,7 +238,15 @@ class App:
             bot_name=settings.bot.name,
             context_report=self.processor.last_report,
             bot_control=BotCommand.from_settings(settings, chat_settings),
-            usage=UsageCommand(self.storage.usage, admins=admins, limits=limits, clock=self._clock),
+            usage=UsageCommand(
+                self.storage.usage,
+                admins=admins,
+                limits=limits,
+                clock=self._clock,
+                pictures_per_day=(
+                    settings.images.max_per_user_per_day if settings.images.enabled else None
+                ),
+            ),
             tools=ToolsCommand(mcp),
         )
         self.jobs = build_job_runner(settings, self.storage, self.processor.outbox, self._clock)

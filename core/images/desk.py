@@ -118,25 +118,18 @@ class DrawDesk:
     async def _over_limit(self, request: DrawRequest) -> str | None:
         now = self._clock().astimezone(UTC)
         midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-        rules = self._rules
-        if rules.max_per_user_per_day:
-            mine = await self._jobs.count_since(
-                KIND, request.platform, midnight, requester_id=request.user_id
-            )
-            if mine >= rules.max_per_user_per_day:
+        limits = (
+            ("max_per_user_per_day", "you have", "one person", {"requester_id": request.user_id}),
+            ("max_per_chat_per_day", "this chat has", "one chat", {"chat_id": request.chat_id}),
+        )
+        for key, who, whom, scope in limits:
+            limit = getattr(self._rules, key)
+            if not limit:
+                continue
+            had = await self._jobs.count_since(KIND, request.platform, midnight, **scope)
+            if had >= limit:
                 return (
-                    f"Not drawing: you have had {mine} pictures today, the most one person "
-                    f"may have ([images] max_per_user_per_day = {rules.max_per_user_per_day}); "
-                    "the count starts again at 00:00 UTC."
-                )
-        if rules.max_per_chat_per_day:
-            here = await self._jobs.count_since(
-                KIND, request.platform, midnight, chat_id=request.chat_id
-            )
-            if here >= rules.max_per_chat_per_day:
-                return (
-                    f"Not drawing: this chat has had {here} pictures today, the most it may "
-                    f"have ([images] max_per_chat_per_day = {rules.max_per_chat_per_day}); "
-                    "the count starts again at 00:00 UTC."
+                    f"Not drawing: {who} had {had} pictures today, the most {whom} may have "
+                    f"([images] {key} = {limit}); the count starts again at 00:00 UTC."
                 )
         return None

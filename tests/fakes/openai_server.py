@@ -231,6 +231,7 @@ class FakeOpenAI:
         app.router.add_post("/v1/audio/transcriptions", self._transcribe)
         app.router.add_post("/v1/audio/speech", self._speech)
         app.router.add_post("/v1/images/generations", self._images)
+        app.router.add_get("/files/picture.png", self._picture)  # what `image_url` names
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port, backlog=4096)
@@ -394,6 +395,14 @@ class FakeOpenAI:
         )
         usage = {"input_tokens": 12, "output_tokens": 272, "total_tokens": 284}
         return web.json_response({"created": 0, "data": [item], "usage": usage})
+
+    async def _picture(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.image_png, content_type="image/png")
+
+    @property
+    def picture_url(self) -> str:
+        """Where this server serves `image_png` (set `image_url` to it: a URL answer)."""
+        return f"http://{self._host}:{self.port}/files/picture.png"
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response(
