@@ -46,21 +46,21 @@ async def model() -> AsyncIterator[FakeOpenAI]:
         yield fake
 
 
-def tg_settings(
-    tmp_path: Path, url: str, model: FakeOpenAI, tg: FakeTelegram, **images: Any
-) -> Settings:
+def tg_settings(tmp_path: Path, url: str, model: FakeOpenAI, tg: FakeTelegram) -> Settings:
+    """Telegram with Alice as the admin, pictures on (allow: admins, the default)."""
+    admin, images = [f"telegram:{ALICE['id']}"], {"enabled": True, "model": "picture-model"}
     return settings_for(
-        tmp_path,
-        url,
-        model,
-        telegram=telegram_section(tg),
-        bot={"admins": [f"telegram:{ALICE['id']}"]},
-        images={"enabled": True, "model": "picture-model", **images},
+        tmp_path, url, model, telegram=telegram_section(tg), bot={"admins": admin}, images=images
     )
 
 
 def command(text: str) -> list[dict[str, Any]]:
     return [entity("bot_command", text, text.split()[0])]
+
+
+def say(tg: FakeTelegram, who: dict[str, Any], text: str) -> None:
+    """`who` types `text` (a command) in their private chat with the bot."""
+    tg.push_message(private_chat(who), who, text, entities=command(text))
 
 
 def job_states(app: App) -> Any:
@@ -73,14 +73,13 @@ async def test_telegram_draw_by_an_admin_is_drawn_once_and_sent_as_a_photo(
 ) -> None:
     settings = tg_settings(tmp_path, database_url, model, tg)
     async with daemon(settings) as app:
-        text = "/draw a red fox in the snow"
-        tg.push_message(private_chat(ALICE), ALICE, text, entities=command(text))
+        say(tg, ALICE, "/draw a red fox in the snow")
         (answer,) = await tg.wait_for("sendMessage")
         await tg.wait_until(lambda: len(tg.photos) == 1, within_s=10)
         assert app.storage is not None and app.jobs is not None
         await app.jobs.idle()  # marked delivered right after the send
         (job,) = await app.storage.jobs.recent()
-        tg.push_message(private_chat(ALICE), ALICE, "/usage", entities=command("/usage"))
+        say(tg, ALICE, "/usage")
         (_, usage) = await tg.wait_for("sendMessage", 2)
         today = datetime.now(UTC).date()
         used = await app.storage.usage.grouped("purpose", today, today)
@@ -104,8 +103,7 @@ async def test_telegram_provider_refusal_is_one_plain_line_and_no_photo(
     model.image_refuse = True
     settings = tg_settings(tmp_path, database_url, model, tg)
     async with daemon(settings) as app:
-        text = "/draw something forbidden"
-        tg.push_message(private_chat(ALICE), ALICE, text, entities=command(text))
+        say(tg, ALICE, "/draw something forbidden")
         (_, told) = await tg.wait_for("sendMessage", 2, within_s=10)
         (job,) = await job_states(app)
     assert told.params["text"] == (
@@ -122,8 +120,7 @@ async def test_telegram_member_under_admins_only_is_refused_by_command(
 ) -> None:
     settings = tg_settings(tmp_path, database_url, model, tg)
     async with daemon(settings) as app:
-        text = "/draw a castle"
-        tg.push_message(private_chat(BOB), BOB, text, entities=command(text))
+        say(tg, BOB, "/draw a castle")
         (answer,) = await tg.wait_for("sendMessage")
         jobs = await job_states(app)
     assert answer.params["text"] == (
