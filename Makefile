@@ -44,6 +44,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/stream_bench.py
 	$(BIN)/python bench/console_bench.py
 	$(BIN)/python bench/reminder_bench.py
+	$(BIN)/python bench/draw_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
