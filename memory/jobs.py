@@ -254,10 +254,16 @@ class JobStore:
         rows = await self._db.read(lambda conn: conn.execute(query).all())
         return [_job(row) for row in rows]
 
-    async def delivered(self, job: Job, now: datetime) -> bool:
-        """Mark the outcome sent; False when it already was (by another process)."""
+    async def delivered(
+        self, job: Job, now: datetime, *, result: dict[str, Any] | None = None
+    ) -> bool:
+        """Mark the outcome sent; False when it already was (by another process). With
+        `result`, it replaces the stored one and the progress is emptied: what was kept
+        only to send it again (a picture) is not carried in every later read."""
         where = and_(JobRow.id == job.id, JobRow.delivered_at.is_(None))
-        return await self._update(where, delivered_at=now)
+        if result is None:
+            return await self._update(where, delivered_at=now)
+        return await self._update(where, delivered_at=now, result=dict(result), progress={})
 
     async def cancel(self, job: Job, by: str, now: datetime) -> bool:
         """Cancel a job that has not ended; its runner sees that at its next renewal."""

@@ -360,6 +360,7 @@ async def test_a_picture_kept_by_a_dead_attempt_is_sent_without_drawing_again(
     assert sent.image == model.image_png and sent.text == "a boat"
     done = await storage.jobs.get(job.id)
     assert done is not None and done.state == "done" and done.delivered_at is not None
+    assert done.progress == {} and done.result == {"bytes": len(model.image_png)}  # sent: dropped
 
 
 async def test_a_stored_picture_outcome_is_sent_whole_after_a_crash_before_delivery(
@@ -379,3 +380,5 @@ async def test_a_stored_picture_outcome_is_sent_whole_after_a_crash_before_deliv
     await runner.tick()
     (sent,) = sink.sent  # once, with its picture
     assert sent.image == b"\x89PNG-picture" and sent.text == "x"
+    done = await storage.jobs.get(claimed.id)
+    assert done is not None and done.result == {} and done.delivered_at is not None

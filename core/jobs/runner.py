@@ -71,7 +71,9 @@ class JobQueue(Protocol):
 
     async def undelivered(self, limit: int = 20) -> list[Job]: ...
 
-    async def delivered(self, job: Job, now: datetime) -> bool: ...
+    async def delivered(
+        self, job: Job, now: datetime, *, result: dict[str, Any] | None = None
+    ) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -254,7 +256,7 @@ class JobRunner:
             result=outcome.stored_result(),
             cost_tokens=outcome.cost_tokens,
         ):
-            await self._deliver(job, outcome.text, outcome.image)
+            await self._deliver(job, outcome.text, outcome.image, outcome.result)
 
     async def _keep_lease(self, job: Job, work: asyncio.Task[JobOutcome]) -> None:
         while not work.done():
@@ -291,13 +293,24 @@ class JobRunner:
     async def _deliver_stored(self) -> None:
         for job in await self._queue.undelivered():
             if job.id not in self._running and job.outcome is not None:
-                await self._deliver(job, job.outcome, stored_image(job.result))
+                await self._deliver(job, job.outcome, stored_image(job.result), job.result)
 
-    async def _deliver(self, job: Job, text: str, image: bytes | None = None) -> None:
+    async def _deliver(
+        self,
+        job: Job,
+        text: str,
+        image: bytes | None = None,
+        result: dict[str, Any] | None = None,
+    ) -> None:
         try:
             await self._send(outcome_message(job, text, image))
         except DeliveryError as exc:
             log.warning("jobs: #%d's outcome not delivered yet (%s); trying again", job.id, exc)
             return
         # <- the one-write window: sent, not yet marked (memory/jobs.py)
-        await self._queue.delivered(job, self._clock())
+        if image is None:
+            await self._queue.delivered(job, self._clock())
+            return
+        # A picture is kept (result, checkpoint) only until it is sent: drop it now.
+        kept = {key: value for key, value in (result or {}).items() if key != IMAGE_KEY}
+        await self._queue.delivered(job, self._clock(), result=kept)
