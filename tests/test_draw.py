@@ -31,7 +31,7 @@ from memory.job_types import JobDraft
 from memory.store import SqlStorage
 from tests.fakes.onebot_impl import FakeOneBot
 from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.telegram_server import FakeTelegram, entity, private_chat, user
+from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, private_chat, user
 from tests.rig import ADMIN, Rig, build_rig, daemon, msg, settings_for, telegram_section
 
 ALICE = user(1001, "Alice")  # an admin
@@ -382,3 +382,17 @@ async def test_a_stored_picture_outcome_is_sent_whole_after_a_crash_before_deliv
     assert sent.image == b"\x89PNG-picture" and sent.text == "x"
     done = await storage.jobs.get(claimed.id)
     assert done is not None and done.result == {} and done.delivered_at is not None
+
+
+async def test_telegram_group_picture_answers_the_message_that_asked(
+    tmp_path: Path, database_url: str, model: FakeOpenAI, tg: FakeTelegram
+) -> None:
+    group = group_chat(-100900, "Artists")
+    settings = tg_settings(tmp_path, database_url, model, tg)
+    async with daemon(settings):
+        text = "/draw@chatterd_test_bot a full moon"
+        asked = tg.push_message(group, ALICE, text, entities=command(text))
+        await tg.wait_until(lambda: len(tg.photos) == 1, within_s=10)
+    (photo,) = tg.photos
+    assert photo["chat_id"] == group["id"] and photo["caption"] == "a full moon"
+    assert photo["reply_parameters"]["message_id"] == asked["message_id"]
