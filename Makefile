@@ -45,6 +45,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/console_bench.py
 	$(BIN)/python bench/reminder_bench.py
 	$(BIN)/python bench/burst_bench.py
+	$(BIN)/python bench/draw_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

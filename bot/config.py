@@ -32,7 +32,7 @@ from pydantic_settings import (
 
 from bot.wiring.media_config import DocumentsConfig, LinksConfig, VoiceConfig
 from channels.config import HttpConfig, OnebotConfig, Section, TelegramConfig
-from core.tools.mcp.config import McpConfig
+from core.tools.mcp.config import Allow, McpConfig, check_allow
 
 log = logging.getLogger(__name__)
 
@@ -288,6 +288,31 @@ class JobsConfig(Section):
     lease_s: float = Field(60.0, ge=5, le=3600)  # a dead process's job is taken over after this
 
 
+class ImagesConfig(Section):
+    """Pictures drawn on request (`/draw`, the model's `draw` tool) by an OpenAI-compatible
+    `/v1/images/generations`; each one is a job (core/jobs/), counted in usage and quotas."""
+
+    enabled: bool = False
+    base_url: str | None = None  # none: [llm] base_url
+    api_key: SecretStr | None = None  # none: [llm] api_key
+    model: str = "gpt-image-1"
+    size: str = "1024x1024"
+    quality: str | None = None  # none: the provider's default
+    timeout_s: float = Field(180.0, gt=0, le=3600)
+    max_per_user_per_day: int = Field(10, ge=0)  # 0: no limit
+    max_per_chat_per_day: int = Field(50, ge=0)  # 0: no limit
+    # Who may draw: "everyone", "admins" ([bot] admins) or a list of "platform:id" (plus
+    # admins); the same rule as MCP tools, checked when offered and again when run.
+    allow: Allow = "admins"
+
+    @field_validator("allow")
+    @classmethod
+    def _allow(cls, value: Allow) -> Allow:
+        if value == "auto":
+            raise ValueError('allow is "everyone", "admins" or a list of platform:id')
+        return check_allow(value)
+
+
 class Settings(BaseSettings):
     """The whole configuration; one instance is built at start and passed down."""
 
@@ -318,6 +343,7 @@ class Settings(BaseSettings):
     voice: VoiceConfig = VoiceConfig()
     reminders: RemindersConfig = RemindersConfig()
     jobs: JobsConfig = JobsConfig()
+    images: ImagesConfig = ImagesConfig()
 
     @model_validator(mode="after")
     def _telegram_rate_limit_moved(self) -> Settings:

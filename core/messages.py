@@ -150,6 +150,10 @@ class OutboundMessage:
     # A spoken version of `text` (OGG/Opus for Telegram, any format NapCat takes for QQ),
     # sent beside the text; a channel that cannot send audio sends the text alone.
     audio: bytes | None = None
+    # A picture (PNG/JPEG bytes) sent with `text` as its caption (a drawn image): Telegram
+    # sendPhoto, a QQ image segment; a channel that cannot show pictures sends the text
+    # with a note instead (core/turn/delivery.py).
+    image: bytes | None = None
     # The reminder (or scheduled task) this message delivers, for channels that report
     # it (the HTTP push body).
     reminder_id: int | None = None

@@ -100,6 +100,31 @@ class JobStore:
         rows = await self._db.read(lambda conn: conn.execute(query).all())
         return [_job(row) for row in rows]
 
+    async def count_since(
+        self,
+        kind: str,
+        platform: str,
+        since: datetime,
+        *,
+        requester_id: str | None = None,
+        chat_id: str | None = None,
+    ) -> int:
+        """Jobs of `kind` asked for since `since` by one requester or in one chat, that did
+        not fail or get cancelled: a daily quota counts the waiting ones too, so two
+        requests at once cannot both pass the last place."""
+        where = [
+            JobRow.kind == kind,
+            JobRow.platform == platform,
+            JobRow.created_at >= since,
+            JobRow.state.not_in(("failed", "cancelled")),
+        ]
+        if requester_id is not None:
+            where.append(JobRow.requester_id == requester_id)
+        if chat_id is not None:
+            where.append(JobRow.chat_id == chat_id)
+        query = select(func.count()).where(*where)
+        return int(await self._db.read(lambda conn: conn.execute(query).scalar_one()))
+
     async def recent(self, *, state: str | None = None, limit: int = 50) -> list[Job]:
         """Every chat's jobs, newest first (the CLI and the console)."""
         query = select(*_COLUMNS).order_by(JobRow.id.desc()).limit(limit)
@@ -229,10 +254,16 @@ class JobStore:
         rows = await self._db.read(lambda conn: conn.execute(query).all())
         return [_job(row) for row in rows]
 
-    async def delivered(self, job: Job, now: datetime) -> bool:
-        """Mark the outcome sent; False when it already was (by another process)."""
+    async def delivered(
+        self, job: Job, now: datetime, *, result: dict[str, Any] | None = None
+    ) -> bool:
+        """Mark the outcome sent; False when it already was (by another process). With
+        `result`, it replaces the stored one and the progress is emptied: what was kept
+        only to send it again (a picture) is not carried in every later read."""
         where = and_(JobRow.id == job.id, JobRow.delivered_at.is_(None))
-        return await self._update(where, delivered_at=now)
+        if result is None:
+            return await self._update(where, delivered_at=now)
+        return await self._update(where, delivered_at=now, result=dict(result), progress={})
 
     async def cancel(self, job: Job, by: str, now: datetime) -> bool:
         """Cancel a job that has not ended; its runner sees that at its next renewal."""

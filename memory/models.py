@@ -345,7 +345,7 @@ class ChatSettingsRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
-USAGE_PURPOSES = ("reply", "vision", "compaction", "transcription", "speech")
+USAGE_PURPOSES = ("reply", "vision", "compaction", "transcription", "speech", "image")
 
 
 class UsageRow(Base):

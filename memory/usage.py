@@ -52,6 +52,7 @@ class UsageScope:
     platform: str | None = None
     user_id: str | None = None
     chat_id: str | None = None
+    purpose: str | None = None  # one purpose's rows only ("image": the pictures drawn)
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,8 @@ def _scope(scope: UsageScope) -> list[ColumnElement[bool]]:
         where.append(UsageRow.user_id == scope.user_id)
     if scope.chat_id is not None:
         where.append(UsageRow.chat_id == scope.chat_id)
+    if scope.purpose is not None:
+        where.append(UsageRow.purpose == scope.purpose)
     return where
 
 

@@ -32,6 +32,12 @@ from tests.fakes.openai_server import FakeOpenAI, echo_last_user
 ADMIN = "telegram:1000"
 
 
+def telegram_section(tg: Any) -> dict[str, Any]:
+    """`[telegram]` on a FakeTelegram; poll_stall_s caps the long poll at a third of it,
+    so stopping never waits long."""
+    return {"enabled": True, "token": tg.token, "api_base_url": tg.root, "poll_stall_s": 3.0}
+
+
 def settings_for(
     tmp_path: Path,
     database_url: str | None,
@@ -179,10 +185,12 @@ async def build_rig(
     compaction_min_turns: int | None = None,
     read_images: ImageReader | None = None,
     search: SearchBackend | None = None,
+    **sections: dict[str, Any],
 ) -> AsyncIterator[Rig]:
     """`App.build()` on `storage` (the test's), with the model on a FakeOpenAI answering
     `reply`, the wake word "bot", two tool rounds, web search only on a given `search`
-    backend, and compaction only when asked for."""
+    backend, and compaction only when asked for; `sections` add config sections
+    (`images={...}`) or keys of `tools`."""
     compaction: dict[str, Any] = {"compaction": compaction_min_turns is not None}
     if compaction_min_turns is not None:
         compaction["compaction_min_turns"] = compaction_min_turns
@@ -198,9 +206,10 @@ async def build_rig(
                 "timeout_s": timeout_s,
                 "max_retries": max_retries,
             },
-            tools={"max_rounds": 2, "search": search is not None},
+            tools={"max_rounds": 2, "search": search is not None, **sections.pop("tools", {})},
             groups={"wake_words": ["bot"]},
             context=compaction,
+            **sections,
         )
         seams = Seams(storage=storage, read_images=read_images, search=search)
         async with turn_path(settings, seams) as (app, path):

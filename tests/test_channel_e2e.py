@@ -14,8 +14,6 @@ import base64
 import hashlib
 import io
 import logging
-import struct
-import zlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ from channels.http.channel import HttpChannel
 from channels.onebot.channel import OneBotChannel
 from core.turn.ratelimit import RATE_NOTICE
 from memory.store import SqlStorage
+from tests.fakes.files import make_png
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot, MediaServer
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, content_text, last_user_text
 from tests.fakes.telegram_server import (
@@ -41,7 +40,7 @@ from tests.fakes.telegram_server import (
     sticker,
     user,
 )
-from tests.rig import daemon, settings_for
+from tests.rig import daemon, settings_for, telegram_section
 
 BOT = "chatterd_test_bot"
 ALICE = user(1001, "Alice", "Liddell", username="alice")
@@ -51,27 +50,6 @@ QQ_SELF = 10001
 QQ_TOKEN = "onebot-test-token"
 DESCRIPTION = "a red bicycle"
 FACT = "likes green tea"
-
-
-def make_png(width: int = 8, height: int = 8) -> bytes:
-    """A valid RGB PNG (8-bit, no interlace) with a colour gradient, built by hand."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit truecolour
-    rows = b"".join(
-        b"\x00"  # filter type: none
-        + b"".join(bytes((255 - 20 * x, 20 * y, 40)) for x in range(width))
-        for y in range(height)
-    )
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(rows, 9))
-        + chunk(b"IEND", b"")
-    )
 
 
 PNG = make_png()
@@ -92,11 +70,6 @@ def chat_model(body: dict[str, Any]) -> str:
     if "I like green tea" in last:
         return f"Sure! [Remember: {FACT}]"
     return "echo: " + last.splitlines()[0]
-
-
-def telegram_section(tg: FakeTelegram) -> dict[str, Any]:
-    # poll_stall_s caps the long poll at a third of it, so stopping never waits long
-    return {"enabled": True, "token": tg.token, "api_base_url": tg.root, "poll_stall_s": 3.0}
 
 
 async def exchange(tg: FakeTelegram, push: Callable[[], object]) -> ApiCall:

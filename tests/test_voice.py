@@ -25,7 +25,7 @@ from tests.fakes.files import MP3_VOICE, OGG_VOICE, make_pdf, make_silk, make_wa
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot, MediaServer
 from tests.fakes.openai_server import FakeOpenAI, content_text
 from tests.fakes.telegram_server import FakeTelegram, group_chat, private_chat, user
-from tests.rig import daemon, settings_for
+from tests.rig import daemon, settings_for, telegram_section
 
 BOT = "chatterd_test_bot"
 ALICE = user(1001, "Alice")
@@ -43,12 +43,11 @@ async def model() -> AsyncIterator[FakeOpenAI]:
 def tg_settings(
     tmp_path: Path, url: str, model: FakeOpenAI, tg: FakeTelegram, **voice: Any
 ) -> Settings:
-    section = {"enabled": True, "token": tg.token, "api_base_url": tg.root, "poll_stall_s": 3.0}
     return settings_for(
         tmp_path,
         url,
         model,
-        telegram=section,
+        telegram=telegram_section(tg),
         voice={"enabled": True, "model": "whisper-test", **voice},
         groups={"wake_words": ["bot"]},
     )

@@ -93,6 +93,7 @@ class Commands:
             "remind",
             "schedule",
             "jobs",
+            "draw",
         )
         return [name for name in known if name in self._handlers]
 
@@ -128,6 +129,11 @@ class Commands:
             *(
                 ["/remind <when> <text> — a reminder; /remind list, /remind cancel <id>"]
                 if "remind" in self._handlers
+                else []
+            ),
+            *(
+                ["/draw <what> — a picture, sent when it is drawn"]
+                if "draw" in self._handlers
                 else []
             ),
             *(

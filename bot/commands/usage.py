@@ -8,6 +8,7 @@ the ones the quotas compare, so what a user is told matches why they were refuse
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, date
 from typing import Protocol
 
@@ -62,12 +63,14 @@ class UsageCommand:
         limits: QuotaLimits | None = None,
         clock: WallClock = utc_now,
         top: int = TOP,
+        pictures_per_day: int | None = None,  # [images] max_per_user_per_day; None: no pictures
     ) -> None:
         self._usage = usage
         self._admins = admins
         self._limits = limits or QuotaLimits()
         self._clock = clock
         self._top = top
+        self._pictures_per_day = pictures_per_day
 
     async def __call__(self, message: InboundMessage, args: list[str]) -> Reply:
         sub = args[0].casefold() if args else ""
@@ -99,6 +102,11 @@ class UsageCommand:
                     "Your daily allowance", day_totals.tokens, self._limits.user_tokens_per_day
                 )
             )
+        if self._pictures_per_day is not None:
+            pictures = await self._usage.totals(today, today, replace(scope, purpose="image"))
+            limit = self._pictures_per_day
+            of = f" of {limit:,} a day" if limit else ""
+            lines.append(f"Your pictures today: {pictures.calls:,}{of} (their tokens are above)")
         return Reply("\n".join(lines))
 
     async def _this_chat(self, message: InboundMessage) -> Reply:

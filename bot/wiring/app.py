@@ -24,6 +24,7 @@ from bot.config import Settings
 from bot.console import RecentErrors
 from bot.dispatcher import Dispatcher
 from bot.errors import channel_start_failure
+from bot.wiring.images import Drawing, build_drawing
 from bot.wiring.jobs import build_job_runner
 from bot.wiring.models import (
     chat_model,
@@ -130,6 +131,7 @@ class App:
         self.scheduler: Scheduler | None = None
         # Work that outlives a turn (core/jobs/runner.py); features register their kinds.
         self.jobs: JobRunner | None = None
+        self._drawing: Drawing | None = None  # pictures ([images]), when enabled
 
     def health(self) -> dict[str, ChannelHealth]:
         return {channel.name: channel.health() for channel in self.channels}
@@ -212,6 +214,9 @@ class App:
             clock=self._clock,  # the trusted time block too (a test's clock crosses minutes)
         )
         mcp = await self._mcp_tools(counter)
+        self._drawing = build_drawing(
+            settings, self.storage.jobs, self._stack, self._clock, self._seams.links_resolver
+        )
         self.processor = MessageProcessor(
             store=self.storage,
             context=context,
@@ -241,11 +246,21 @@ class App:
             bot_name=settings.bot.name,
             context_report=self.processor.last_report,
             bot_control=BotCommand.from_settings(settings, chat_settings),
-            usage=UsageCommand(self.storage.usage, admins=admins, limits=limits, clock=self._clock),
+            usage=UsageCommand(
+                self.storage.usage,
+                admins=admins,
+                limits=limits,
+                clock=self._clock,
+                pictures_per_day=(
+                    settings.images.max_per_user_per_day if settings.images.enabled else None
+                ),
+            ),
             tools=ToolsCommand(mcp),
         )
         self.jobs = build_job_runner(settings, self.storage, self.processor.outbox, self._clock)
         commands.add("jobs", JobsCommand(self.storage.jobs, admins, clock=self._clock))
+        if self._drawing is not None:  # the "draw" job kind and /draw
+            self._drawing.attach(self.jobs, commands, meter)
         if self.reminders is not None:
             add_commands(commands, self.reminders, admins)
             self.scheduler = build_scheduler(
@@ -374,6 +389,8 @@ class App:
         if mcp is not None and tools.mode == "markers":
             registry.register(mcp.marker_tool())  # `[Call: server__tool {...}]`
         self._shared.add_tools(registry)
+        if self._drawing is not None:
+            self._drawing.add_tool(registry)  # offered only to those [images] allow
         return ToolLoop(
             registry,
             llm,

@@ -54,6 +54,7 @@ class OneBotChannel:
 
     name = "qq"
     pushes = True
+    shows_images = True  # OutboundMessage.image goes out as a picture
 
     def __init__(
         self,

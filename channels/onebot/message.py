@@ -8,6 +8,7 @@ typed can never turn into a CQ code (an @all, an image fetch, ...) on the way ba
 
 from __future__ import annotations
 
+import base64
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -228,6 +229,11 @@ def text_segment(text: str) -> Segment:
 def at_segment(user_id: str) -> Segment:
     """Addresses one member of a group (QQ shows it as @name and notifies them)."""
     return {"type": "at", "data": {"qq": user_id}}
+
+
+def image_segment(data: bytes) -> Segment:
+    """A picture we send, inline as `base64://` (no file the implementation must reach)."""
+    return {"type": "image", "data": {"file": "base64://" + base64.b64encode(data).decode("ascii")}}
 
 
 def reply_segment(message_id: str) -> Segment:

@@ -28,7 +28,13 @@ from channels.formatting.split import split_text
 from channels.onebot.actions import ActionFailed, ConnectionLost, OneBotError
 from channels.onebot.connections import ConnectionRegistry, OneBotUnavailable
 from channels.onebot.events import id_param, parse_chat_id
-from channels.onebot.message import Segment, at_segment, reply_segment, text_segment
+from channels.onebot.message import (
+    Segment,
+    at_segment,
+    image_segment,
+    reply_segment,
+    text_segment,
+)
 from channels.onebot.pacing import SendPacer
 from core.messages import DeliveryError, OutboundMessage, Sent
 
@@ -153,6 +159,8 @@ class Outbound:
         """The model's Markdown is rendered; our own texts (a /context report's
         indentation, a remembered fact's `*`) are sent as written. A private answer goes
         to the person's DM, or the group is told that QQ refused it."""
+        if message.image is not None:
+            return await self._send_picture(account, destination, message.image, message.text)
         person = message.private_to
         if person is not None and destination.kind == "group":
             dm = Destination("private", person.user_id, temp_group=destination.number)
@@ -185,6 +193,22 @@ class Outbound:
             if sent is not None:
                 return sent
         return await self._in_pieces(account, destination, text)
+
+    async def _send_picture(
+        self, account: str, destination: Destination, image: bytes, caption: str
+    ) -> list[str]:
+        """One message: the picture (an `image` segment) and its caption below it."""
+        segments: list[Segment] = []
+        if destination.reply_to:
+            segments.append(reply_segment(destination.reply_to))
+        if destination.mention:
+            segments.append(at_segment(destination.mention))
+        segments.append(image_segment(image))
+        if caption.strip():
+            segments.append(text_segment(caption[:QQ_TEXT_LIMIT]))
+        action, params = _message_params(destination, segments)
+        data = await self._pacer.send(account, partial(self._call, account, action, params))
+        return self._note_sent(account, data)
 
     async def _in_pieces(self, account: str, destination: Destination, text: str) -> list[str]:
         pieces = split_text(text, QQ_TEXT_LIMIT) if text else []

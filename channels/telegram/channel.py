@@ -85,6 +85,7 @@ class TelegramChannel:
 
     name = PLATFORM
     pushes = True
+    shows_images = True  # OutboundMessage.image goes out as a picture
 
     def __init__(
         self,
@@ -218,7 +219,16 @@ class TelegramChannel:
         except ValueError:
             raise DeliveryError("telegram: not a chat id", permanent=True) from None
         try:
-            if message.private_to is not None:
+            if message.image is not None:  # a drawn picture, its caption the text
+                photo = await self._sender.send_photo(
+                    target.chat_id,
+                    message.image,
+                    message.text,
+                    reply_to=target.reply_to,
+                    thread_id=target.thread_id,
+                )
+                ids = [photo]
+            elif message.private_to is not None:
                 username = self._me.username if self._me else None
                 ids = await send_private(self._sender, message, target, bot_username=username)
             elif message.plain:

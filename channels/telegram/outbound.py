@@ -205,6 +205,35 @@ class TelegramSender:
 
         return await self._request(chat_id, call, False, True)
 
+    async def send_photo(
+        self,
+        chat_id: int,
+        image: bytes,
+        caption: str,
+        *,
+        reply_to: int | None = None,
+        thread_id: int | None = None,
+    ) -> int:
+        """One photo with a plain caption (a drawn picture and its prompt), paced and
+        retried like a text piece."""
+        reply = (
+            ReplyParameters(reply_to, allow_sending_without_reply=True)
+            if reply_to is not None
+            else None
+        )
+
+        async def call() -> int:
+            sent = await self._bot.send_photo(
+                chat_id,
+                InputFile(image, filename="picture.png"),
+                caption=caption[:1024] or None,
+                message_thread_id=thread_id,
+                reply_parameters=reply,
+            )
+            return sent.message_id
+
+        return await self._request(chat_id, call, False, True)
+
     async def delete(self, chat_id: int, message_id: int) -> bool:
         """Delete one of our messages; failures are only logged (False)."""
         try:

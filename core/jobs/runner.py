@@ -19,6 +19,8 @@ rules live here once:
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -69,7 +71,9 @@ class JobQueue(Protocol):
 
     async def undelivered(self, limit: int = 20) -> list[Job]: ...
 
-    async def delivered(self, job: Job, now: datetime) -> bool: ...
+    async def delivered(
+        self, job: Job, now: datetime, *, result: dict[str, Any] | None = None
+    ) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,29 @@ class JobOutcome:
     state: Literal["done", "failed"] = "done"
     result: dict[str, Any] = field(default_factory=dict)
     cost_tokens: int = 0
+    # A picture sent with `text` as its caption; kept in the stored result (IMAGE_KEY) so
+    # an outcome stored but not yet sent goes out whole after a crash.
+    image: bytes | None = None
+
+    def stored_result(self) -> dict[str, Any]:
+        if self.image is None:
+            return self.result
+        return {**self.result, IMAGE_KEY: base64.b64encode(self.image).decode("ascii")}
+
+
+IMAGE_KEY = "image_b64"
+
+
+def stored_image(result: dict[str, Any]) -> bytes | None:
+    """The picture an outcome carries, from its stored result (None: a text outcome)."""
+    encoded = result.get(IMAGE_KEY)
+    if not isinstance(encoded, str):
+        return None
+    try:
+        return base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        log.warning("jobs: a stored picture is not base64; sending the text alone")
+        return None
 
 
 class JobContext:
@@ -103,13 +130,14 @@ JobHandler = Callable[[Job, JobContext], Coroutine[Any, Any, JobOutcome]]
 Send = Callable[[OutboundMessage], Awaitable[Sent]]
 
 
-def outcome_message(job: Job, text: str) -> OutboundMessage:
+def outcome_message(job: Job, text: str, image: bytes | None = None) -> OutboundMessage:
     """A job's outcome in its chat: in a group it answers the message that asked."""
     group = job.chat_type == "group"
     return OutboundMessage(
         platform=job.platform,
         chat_id=job.chat_id,
         text=text,
+        image=image,
         reply_to_message_id=job.origin_message_id if group else None,
         thread_id=job.thread_id,
         mention_user_id=job.requester_id if group and not job.origin_message_id else None,
@@ -225,10 +253,10 @@ class JobRunner:
             self._worker,
             outcome.state,
             outcome.text,
-            result=outcome.result,
+            result=outcome.stored_result(),
             cost_tokens=outcome.cost_tokens,
         ):
-            await self._deliver(job, outcome.text)
+            await self._deliver(job, outcome.text, outcome.image, outcome.result)
 
     async def _keep_lease(self, job: Job, work: asyncio.Task[JobOutcome]) -> None:
         while not work.done():
@@ -265,13 +293,24 @@ class JobRunner:
     async def _deliver_stored(self) -> None:
         for job in await self._queue.undelivered():
             if job.id not in self._running and job.outcome is not None:
-                await self._deliver(job, job.outcome)
+                await self._deliver(job, job.outcome, stored_image(job.result), job.result)
 
-    async def _deliver(self, job: Job, text: str) -> None:
+    async def _deliver(
+        self,
+        job: Job,
+        text: str,
+        image: bytes | None = None,
+        result: dict[str, Any] | None = None,
+    ) -> None:
         try:
-            await self._send(outcome_message(job, text))
+            await self._send(outcome_message(job, text, image))
         except DeliveryError as exc:
             log.warning("jobs: #%d's outcome not delivered yet (%s); trying again", job.id, exc)
             return
         # <- the one-write window: sent, not yet marked (memory/jobs.py)
-        await self._queue.delivered(job, self._clock())
+        if image is None:
+            await self._queue.delivered(job, self._clock())
+            return
+        # A picture is kept (result, checkpoint) only until it is sent: drop it now.
+        kept = {key: value for key, value in (result or {}).items() if key != IMAGE_KEY}
+        await self._queue.delivered(job, self._clock(), result=kept)

@@ -157,10 +157,11 @@ class ToolLoop:
     def guide_for(self, ctx: ToolContext) -> str:
         """The tool guide for this sender: only the source's tools they may use."""
         native = self._mode == "native"
+        mine = self._registry.not_offered(ctx)  # tools kept for some senders (`draw`)
         if self._source is None:
-            return self._registry.guide(native=native)
+            return self._registry.guide(native=native, hide=mine)
         offer = self._source.offer(ctx, native=native)
-        hidden = () if offer.names else ("mcp_call",)
+        hidden = mine if offer.names else mine | {"mcp_call"}
         return self._registry.guide(
             native=native, extra=offer.guide_lines(native=native), hide=hidden
         )
@@ -202,7 +203,11 @@ class ToolLoop:
         while True:
             # Native: keep offering the tools on the final call so the request stays valid
             # for servers that insist on it; the note and the loop bound do the stopping.
-            tools = self._registry.openai_tools() + offered if native else None
+            tools = (
+                self._registry.openai_tools(self._registry.not_offered(ctx)) + offered
+                if native
+                else None
+            )
             result = await self._ask(convo, tools, preview, status)
             usage = usage.add(result)
             calls.append(ModelCall(result, list(convo)))
@@ -332,6 +337,9 @@ class ToolLoop:
         tool = self._registry.get(call.tool)
         if tool is None:
             return Observation(f"There is no tool named {call.tool!r}.", ok=False)
+        if not tool.offered(ctx):  # written anyway (a guess, an old turn, an injection)
+            log.info("tool %s refused: not offered to %s", call.tool, ctx.sender_key)
+            return Observation(f"Not run: the {call.tool} tool is not available here.", ok=False)
         try:
             return await asyncio.wait_for(tool.handler(call.arg, ctx), self._timeout_s)
         except TimeoutError:

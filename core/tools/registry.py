@@ -117,6 +117,13 @@ class Tool:
     pattern: re.Pattern[str] | None = None
     status: str = ""  # the preview's line while it runs; "{arg}" is the argument
     params: tuple[ToolParam, ...] = ()
+    # Who this tool is offered to (None: everyone the bot answers). A tool that costs money
+    # or changes things (`draw`) is left out of the request for anyone else, and the loop
+    # refuses a call to it from them anyway (a model may write a marker it was not shown).
+    offered_to: Callable[[ToolContext], bool] | None = None
+
+    def offered(self, ctx: ToolContext) -> bool:
+        return self.offered_to is None or self.offered_to(ctx)
 
     def __post_init__(self) -> None:
         if not _NAME_RE.fullmatch(self.name):
@@ -301,8 +308,13 @@ class ToolRegistry:
         )
         return "\n".join([head, *items, *extra, rules])
 
-    def openai_tools(self) -> list[dict[str, Any]]:
-        """The enabled tools as OpenAI function-tool definitions (native mode)."""
+    def not_offered(self, ctx: ToolContext) -> frozenset[str]:
+        """The enabled tools this sender is not offered (Tool.offered_to)."""
+        return frozenset(t.name for t in self.enabled() if not t.offered(ctx))
+
+    def openai_tools(self, hide: Collection[str] = ()) -> list[dict[str, Any]]:
+        """The enabled tools as OpenAI function-tool definitions (native mode); `hide`
+        names tools not offered this time."""
         return [
             {
                 "type": "function",
@@ -314,6 +326,7 @@ class ToolRegistry:
             }
             for t in self.enabled()
             if t.name != "mcp_call"  # markers mode only; native mode offers each tool
+            and t.name not in hide
         ]
 
     def _marker_alternation(self, *, all_tools: bool = False) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from typing import Any, Protocol
 
 from core.messages import (
@@ -90,6 +91,8 @@ class ChannelRoutes:
         outlet = self._outlets.get(message.platform)
         if outlet is None:
             raise DeliveryError(f"no {message.platform} channel is running")
+        if message.image is not None and not getattr(outlet, "shows_images", False):
+            message = without_image(message)
         return await outlet.send(message) or Sent()
 
     def working(self, message: InboundMessage) -> AbstractAsyncContextManager[None]:
@@ -120,6 +123,16 @@ class ChannelRoutes:
         """A document or voice note fetchable again, for channels that can (optional)."""
         restore = getattr(self._outlets.get(platform), "restore_attachment", None)
         return restore(stub) if callable(restore) else None
+
+
+NO_PICTURES_NOTE = "(A picture was drawn for this, but this chat cannot show pictures.)"
+
+
+def without_image(message: OutboundMessage) -> OutboundMessage:
+    """A picture's message for a channel that shows no pictures (HTTP push, the console):
+    its caption, and a note saying a picture was drawn."""
+    text = f"{message.text}\n\n{NO_PICTURES_NOTE}" if message.text.strip() else NO_PICTURES_NOTE
+    return replace(message, image=None, text=text, plain=True)
 
 
 class Outbox:

@@ -27,7 +27,7 @@ from memory.types import UsageDelta
 
 log = logging.getLogger(__name__)
 
-Purpose = Literal["reply", "vision", "compaction", "transcription", "speech"]
+Purpose = Literal["reply", "vision", "compaction", "transcription", "speech", "image"]
 # The user id compaction is recorded under when nobody's turn triggered it (a library
 # caller of Compactor.fold without `who`): the chat pays, no person does.
 UNATTRIBUTED = "(chat)"
@@ -123,6 +123,33 @@ class UsageRecorder:
                 "usage of %d %s call(s) in %s:%s not recorded: %s",
                 len(deltas),
                 purpose,
+                who.platform,
+                who.chat_id,
+                type(exc).__name__,
+            )
+
+    async def record_image(
+        self, who: UsageSubject, model: str, prompt_tokens: int = 0, completion_tokens: int = 0
+    ) -> None:
+        """One drawn picture (purpose "image", one call): what the provider reported it
+        cost in tokens, 0 when it reported nothing (then the count of calls is the cost)."""
+        day = self._clock().astimezone(UTC).date()
+        delta = UsageDelta(
+            day=day,
+            platform=who.platform,
+            chat_id=who.chat_id,
+            user_id=who.user_id,
+            model=model or UNKNOWN_MODEL,
+            purpose="image",
+            prompt_tokens=max(0, prompt_tokens),
+            completion_tokens=max(0, completion_tokens),
+            calls=1,
+        )
+        try:
+            await self._sink.add([delta])
+        except Exception as exc:  # the picture is drawn; a lost count must not lose it
+            log.warning(
+                "usage of an image in %s:%s not recorded: %s",
                 who.platform,
                 who.chat_id,
                 type(exc).__name__,

@@ -177,3 +177,24 @@ def encode_audio(seconds: float, fmt: str, codec: str, rate: int) -> bytes:
 
 OGG_VOICE = encode_audio(1.0, "ogg", "libopus", 48_000)  # a real 1 s OGG/Opus voice note
 MP3_VOICE = encode_audio(1.0, "mp3", "libmp3lame", 24_000)
+
+
+def make_png(width: int = 8, height: int = 8) -> bytes:
+    """A valid RGB PNG (8-bit, no interlace) with a colour gradient, built by hand."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit truecolour
+    rows = b"".join(
+        b"\x00"  # filter type: none
+        + b"".join(bytes((255 - 20 * x, 20 * y, 40)) for x in range(width))
+        for y in range(height)
+    )
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows, 9))
+        + chunk(b"IEND", b"")
+    )

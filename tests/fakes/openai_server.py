@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import inspect
 import itertools
 import json
@@ -65,6 +66,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.files import make_png
 from tests.fakes.openai_stream import StreamedAnswer, StreamShape, write_stream
 
 DEFAULT_MODEL = "fake-model"
@@ -205,6 +207,14 @@ class FakeOpenAI:
         self.speech_audio = b"OggS\x00\x02" + b"\x00" * 64  # an OGG-looking body
         self.speech_requests: list[dict[str, Any]] = []
         self.audio_fails = 0  # the next N audio requests answer 500
+        # Pictures (`/v1/images/generations`): the PNG every request draws, how long it
+        # takes, and whether the provider refuses it (content policy, HTTP 400).
+        self.image_png = make_png(4, 4)
+        self.image_latency_s = 0.0
+        self.image_refuse = False
+        self.image_url: str | None = None  # answer a URL to this picture instead of b64_json
+        self.image_requests: list[dict[str, Any]] = []  # the JSON bodies, in order
+        self.images_answered = 0  # pictures handed out (what a real provider bills)
 
     # -- lifecycle -------------------------------------------------------------------
     async def __aenter__(self) -> FakeOpenAI:
@@ -220,6 +230,8 @@ class FakeOpenAI:
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/audio/transcriptions", self._transcribe)
         app.router.add_post("/v1/audio/speech", self._speech)
+        app.router.add_post("/v1/images/generations", self._images)
+        app.router.add_get("/files/picture.png", self._picture)  # what `image_url` names
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port, backlog=4096)
@@ -357,6 +369,40 @@ class FakeOpenAI:
             self.audio_fails -= 1
             return _error(500, "speech failed")
         return web.Response(body=self.speech_audio, content_type="audio/ogg")
+
+    async def _images(self, request: web.Request) -> web.Response:
+        """`/v1/images/generations`: records the request, then (after `image_latency_s`)
+        the picture as b64_json (or `image_url`), or a content-policy refusal."""
+        body = await request.json()
+        self.image_requests.append(body)
+        if self.image_latency_s:
+            await self._sleep(self.image_latency_s)
+        if self.image_refuse:
+            payload = {
+                "error": {
+                    "message": "Your request was rejected by our safety system.",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "content_policy_violation",
+                }
+            }
+            return web.json_response(payload, status=400)
+        self.images_answered += 1
+        item = (
+            {"url": self.image_url}
+            if self.image_url
+            else {"b64_json": base64.b64encode(self.image_png).decode("ascii")}
+        )
+        usage = {"input_tokens": 12, "output_tokens": 272, "total_tokens": 284}
+        return web.json_response({"created": 0, "data": [item], "usage": usage})
+
+    async def _picture(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.image_png, content_type="image/png")
+
+    @property
+    def picture_url(self) -> str:
+        """Where this server serves `image_png` (set `image_url` to it: a URL answer)."""
+        return f"http://{self._host}:{self.port}/files/picture.png"
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response(

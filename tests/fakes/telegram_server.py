@@ -160,6 +160,8 @@ class FakeTelegram(ChatModel):
         self.calls: list[ApiCall] = []
         self.sent: list[dict[str, Any]] = []
         self.voices: list[dict[str, Any]] = []  # sendVoice uploads: chat_id, bytes
+        # sendPhoto uploads: chat_id, bytes, caption, reply_parameters, message_id
+        self.photos: list[dict[str, Any]] = []
         self.last_offset = 0
         self._runner: web.AppRunner | None = None
         self._port = 0
@@ -287,8 +289,8 @@ class FakeTelegram(ChatModel):
         self._running.set()
 
     def hold_sends(self) -> None:
-        """sendMessage requests wait at the door until `release_sends()`; one whose client
-        went away meanwhile is never delivered (the platform did not accept it)."""
+        """sendMessage and sendPhoto requests wait at the door until `release_sends()`; one
+        whose client went away meanwhile is never delivered (the platform did not accept it)."""
         self._sends_open.clear()
 
     def release_sends(self) -> None:
@@ -382,7 +384,7 @@ class FakeTelegram(ChatModel):
         async with self._changed:
             self.calls.append(call)
             self._changed.notify_all()
-        if method == "sendMessage" and not self._sends_open.is_set():
+        if method in ("sendMessage", "sendPhoto") and not self._sends_open.is_set():
             await self._sends_open.wait()
             if request.transport is None or request.transport.is_closing():
                 return web.Response(status=499)  # the sender is gone: nothing delivered
@@ -471,6 +473,34 @@ class FakeTelegram(ChatModel):
             "voice": {"file_id": "sent-voice", "file_unique_id": "sv", "duration": 1},
         }
         self.voices.append({"chat_id": chat_id, "bytes": voice["bytes"]})
+        return _ok(message)
+
+    async def _api_sendPhoto(self, params: dict[str, Any]) -> web.Response:  # noqa: N802
+        """A photo: refused unless the upload is an image file (PNG or JPEG)."""
+        chat_id = _json_or_str(str(params.get("chat_id")))
+        photo = params.get("photo")
+        if not isinstance(photo, dict) or not (
+            photo["bytes"].startswith(b"\x89PNG") or photo["bytes"].startswith(b"\xff\xd8")
+        ):
+            return _error(400, "Bad Request: IMAGE_PROCESS_FAILED")
+        message: dict[str, Any] = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
+            "from": self.bot_user,
+            "photo": [{"file_id": "sent-photo", "file_unique_id": "sp", "width": 4, "height": 4}],
+        }
+        if params.get("caption"):
+            message["caption"] = params["caption"]
+        self.photos.append(
+            {
+                "chat_id": chat_id,
+                "bytes": photo["bytes"],
+                "caption": params.get("caption"),
+                "reply_parameters": params.get("reply_parameters"),
+                "message_id": message["message_id"],
+            }
+        )
         return _ok(message)
 
     async def _api_sendChatAction(self, params: dict[str, Any]) -> web.Response:  # noqa: N802

@@ -23,7 +23,7 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
 
-def _check_allow(value: Allow) -> Allow:
+def check_allow(value: Allow) -> Allow:
     if isinstance(value, list):
         for entry in value:
             if not _USER_KEY.fullmatch(entry):
@@ -50,13 +50,13 @@ class McpServerConfig(_Section):
     @field_validator("allow")
     @classmethod
     def _allow(cls, value: Allow) -> Allow:
-        return _check_allow(value)
+        return check_allow(value)
 
     @field_validator("tool_allow")
     @classmethod
     def _tool_allow(cls, value: dict[str, Allow]) -> dict[str, Allow]:
         for entry in value.values():
-            _check_allow(entry)
+            check_allow(entry)
         return value
 
     @field_validator("url")

@@ -47,3 +47,9 @@ def _apply(rule: Allow, read_only: bool, sender: Sender, key: str) -> Decision:
     if read_only:
         return Decision(True, f'{key} = "auto", read-only')
     return Decision(sender.admin, f'{key} = "auto", may change things: admins only')
+
+
+def allows(rule: Allow, sender: Sender) -> bool:
+    """The same rule for a tool of our own that may change things or cost money (the
+    `draw` tool's `[images] allow`): "auto" counts as admins only."""
+    return _apply(rule, False, sender, "allow").allowed
