@@ -286,11 +286,13 @@ async def test_the_tool_refuses_a_far_reminder_in_one_line_without_a_traceback(
 async def test_http_chats_get_reminders_only_through_a_signed_push(
     tmp_path: Path, database_url: str, failing_model: FakeOpenAI
 ) -> None:
-    received: list[tuple[bytes, str]] = []
+    received: list[tuple[bytes, str, str]] = []
     arrived = asyncio.Event()
 
     async def push(request: web.Request) -> web.Response:
-        received.append((await request.read(), request.headers.get(SIGNATURE_HEADER, "")))
+        headers = request.headers
+        signed, key = headers.get(SIGNATURE_HEADER, ""), headers.get("Idempotency-Key", "")
+        received.append((await request.read(), signed, key))
         arrived.set()
         return web.json_response({"ok": True})
 
@@ -333,10 +335,12 @@ async def test_http_chats_get_reminders_only_through_a_signed_push(
                 await asyncio.wait_for(arrived.wait(), 10)
     finally:
         await runner.cleanup()
-    ((raw, signed),) = received
+    ((raw, signed, key),) = received
     assert json.loads(raw)["chat_id"] == "u1"
     assert json.loads(raw)["text"] == "⏰ stand up"
     assert json.loads(raw)["reminder_id"] == 1
+    # the occurrence (reminder id + due time): a receiver's key to drop a repeated send
+    assert json.loads(raw)["occurrence_id"] == key == "reminder:1:20260328T100100Z"
     expected = hmac.new(token.encode(), raw, hashlib.sha256).hexdigest()
     assert signed == f"sha256={expected}"
 
