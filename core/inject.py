@@ -130,6 +130,14 @@ def defuse_text(text: str) -> str:
     text = _LINE_BREAKS.sub("\n", text)
     if len(text) > MAX_TEXT_CHARS:
         text = text[:MAX_TEXT_CHARS] + " …(message cut: too long)"
+    return quote_speakers(text)
+
+
+def quote_speakers(text: str) -> str:
+    """Every Unicode line break as "\n" and every speaker-like line marked `(quoted)`, at
+    any length: the rule `defuse_text` applies to a message and core/outside.py to
+    outside text."""
+    text = _LINE_BREAKS.sub("\n", text)
     return "\n".join(_quote_line(line) for line in text.split("\n"))
 
 
