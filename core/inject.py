@@ -28,20 +28,35 @@ _CLOSE_LIKE = (
     "]\uff3d\u3011\u3015\u3017\u3019\u301b\u27e7\u2046\u2773\ufe5e\uff63\u300d\u300f"
     "\u298c\u298e\u2990"
 )
-_COLON_LIKE = ":\uff1a\ufe55\ufe13\ua789\u2236\u02f8\u0589\u05c3\u1361\u1804\u2982\ufe30"
+# Matching is done on the NFKC form of a line, so the vertical presentation forms (U+FE39..
+# U+FE48) and the small and full-width forms count as the brackets they fold to; colons
+# that no normalisation folds (triangular U+02D0, Lisu U+A4FD, two-dot U+205A) are listed.
+_COLON_LIKE = (
+    ":\uff1a\ufe55\ufe13\ua789\u2236\u02f8\u0589\u05c3\u1361\u1804\u2982\ufe30"
+    "\u02d0\ua4fd\u205a\u16ec\u0703\u0704"
+)
 # Invisible characters that could sit between the parts of a prefix without showing.
 _PAD = "\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff"
+
+
+def _folds_into(chars: str) -> str:
+    """Every BMP character whose NFKC form is one of `chars` (or is one), e.g. U+FE47."""
+    found = [chr(c) for c in range(0x10000) if unicodedata.normalize("NFKC", chr(c)) in chars]
+    return "".join(dict.fromkeys(chars + "".join(found)))
+
+
 _BRACKETS = str.maketrans(
-    dict.fromkeys(_OPEN_LIKE.replace("[", ""), "(")
-    | dict.fromkeys(_CLOSE_LIKE.replace("]", ""), ")")
+    dict.fromkeys(_folds_into(_OPEN_LIKE), "(") | dict.fromkeys(_folds_into(_CLOSE_LIKE), ")")
 )
 # A line beginning like "[Alice]: ..." (or "［Alice］：...") would read as another
 # speaker's turn.
 _SPEAKER_PREFIX = re.compile(
-    rf"^([\s{_PAD}]*)([{re.escape(_OPEN_LIKE)}][^\n{re.escape(_CLOSE_LIKE)}]{{0,80}}"
-    rf"[{re.escape(_CLOSE_LIKE)}][\s{_PAD}]*[{re.escape(_COLON_LIKE)}])",
-    re.MULTILINE,
+    rf"[\s{_PAD}]*[{re.escape(_OPEN_LIKE)}][^\n{re.escape(_CLOSE_LIKE)}]{{0,80}}"
+    rf"[{re.escape(_CLOSE_LIKE)}][\s{_PAD}]*[{re.escape(_COLON_LIKE)}]"
 )
+_LEAD = re.compile(rf"[\s{_PAD}]*")
+# Enough of a line to hold any prefix (padding aside): only this much is normalised.
+_PREFIX_WINDOW = 256
 # Explicit bidi embeddings/overrides/isolates and the directional marks.
 _BIDI_CONTROLS = frozenset(
     "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
@@ -81,7 +96,7 @@ def clean_name(name: str | None, fallback: str = "", *, limit: int = MAX_NAME_CH
         elif not _hidden(char, category):
             kept.append(char)
     cleaned = _SPACES.sub(" ", "".join(kept)).strip()
-    cleaned = cleaned.replace("[", "(").replace("]", ")").translate(_BRACKETS)
+    cleaned = cleaned.translate(_BRACKETS)
     if len(cleaned) > limit:
         cleaned = _cut(cleaned, limit).strip()
     return cleaned if _visible(cleaned) else fallback
@@ -109,12 +124,30 @@ def defuse_text(text: str) -> str:
 
     Every Unicode line break becomes "\n" (a model may read U+2028 or a form feed as a new
     line just as well), then any line that starts like a speaker prefix, ASCII or a
-    look-alike, is marked `(quoted)`.
+    look-alike, is marked `(quoted)`. The line is matched in its NFKC form (what a reader
+    takes ﹇Alice﹈ for) but kept as written.
     """
     text = _LINE_BREAKS.sub("\n", text)
     if len(text) > MAX_TEXT_CHARS:
         text = text[:MAX_TEXT_CHARS] + " …(message cut: too long)"
-    return _SPEAKER_PREFIX.sub(lambda m: f"{m.group(1)}(quoted) {m.group(2)}", text)
+    return quote_speakers(text)
+
+
+def quote_speakers(text: str) -> str:
+    """Every Unicode line break as "\n" and every speaker-like line marked `(quoted)`, at
+    any length: the rule `defuse_text` applies to a message and core/outside.py to
+    outside text."""
+    text = _LINE_BREAKS.sub("\n", text)
+    return "\n".join(_quote_line(line) for line in text.split("\n"))
+
+
+def _quote_line(line: str) -> str:
+    lead = _LEAD.match(line)
+    start = lead.end() if lead is not None else 0
+    head = unicodedata.normalize("NFKC", line[start : start + _PREFIX_WINDOW])
+    if not _SPEAKER_PREFIX.match(head):
+        return line
+    return f"{line[:start]}(quoted) {line[start:]}"
 
 
 def inject(

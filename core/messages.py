@@ -157,6 +157,9 @@ class OutboundMessage:
     # The reminder (or scheduled task) this message delivers, for channels that report
     # it (the HTTP push body).
     reminder_id: int | None = None
+    # The one occurrence it delivers (`reminder:<id>:<due, UTC>`, a job's `job:<id>`), the
+    # same on every attempt: a receiver's idempotency key for a send repeated after a crash.
+    occurrence_id: str | None = None
     # Deliver in a private chat with this person instead, where the platform allows
     # (`/memory show` typed in a group); a channel that cannot says so in the chat.
     private_to: Person | None = None

@@ -151,3 +151,35 @@ async def test_http_groups_stored_before_the_split_keep_their_history(database_u
         assert len(await new.recent_turns("qq", "group:5", 5)) == 1
     finally:
         await new.close()
+
+
+async def test_a_push_names_the_chat_as_the_caller_did(tmp_path: Path) -> None:
+    """Stored ids carry their kind (`group:team`); the push receiver gets the caller's own
+    id and the kind apart, with the idempotency key of what it delivers."""
+    from aiohttp import web
+
+    from channels.http.push import HttpPush
+    from core.messages import OutboundMessage
+
+    got: list[dict[str, Any]] = []
+
+    async def receive(request: web.Request) -> web.Response:
+        got.append(await request.json())
+        return web.Response()
+
+    app = web.Application()
+    app.router.add_post("/push", receive)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        push = HttpPush(f"http://127.0.0.1:{port}/push", None)
+        for stored in ("group:team", "thread:t-1", "ann"):
+            await push.send(OutboundMessage("http", stored, "hi", occurrence_id="job:7"))
+    finally:
+        await runner.cleanup()
+    shown = [(g["chat_id"], g["chat_type"], g["occurrence_id"]) for g in got]
+    assert shown == [("team", "group", "job:7"), ("t-1", "private", "job:7"),
+                     ("ann", "private", "job:7")]  # fmt: skip

@@ -31,7 +31,7 @@ async def test_healthz_and_console_show_servers_and_recent_calls(
                 assert answered.status == 200, await answered.text()
             async with session.get(f"{run.base}/healthz") as health:
                 state = (await health.json())["mcp"]["dict"]
-            assert state["state"] == "ready" and state["tools"] == 5
+            assert state["state"] == "ready" and state["tools"] == 6
             await sign_in(session, run.base)
             async with session.get(f"{run.base}/console/") as page:
                 html = await page.text()

@@ -10,6 +10,8 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from core.reminders.cron import CronError, parse_cron
 from core.reminders.when import Schedule, WhenError, describe, resolve
@@ -86,6 +88,78 @@ def test_bad_input_says_what_is_wrong_in_one_line(typed: str, says: str) -> None
     with pytest.raises(WhenError) as refused:
         resolve(typed, NOW, BERLIN)
     assert says in str(refused.value) and "\n" not in str(refused.value)
+
+
+NEW_YORK = ZoneInfo("America/New_York")
+HUGE = "9" * 5000  # more digits than Python turns into an int
+
+# issue 35, item 7: far dates and huge amounts raised OverflowError (or ValueError) instead
+# of the one-line refusal that names the five-year limit.
+TOO_FAR = [
+    "in 99999999999 days x",
+    "in 99999999999d x",
+    "in 100000000000000000000 seconds x",
+    "in 9999999999999h x",
+    f"in {HUGE}s x",
+    "every 99999999999 days x",
+    "every 100000000000000000000s x",
+    "every 999999999999m x",
+    "9999-12-31 23:59 x",
+    "9999-12-31T23:59-05:00 x",
+    f'cron "{HUGE} * * * *" x',
+    f'cron "0 */{HUGE}x * * *" x',
+    'cron "0-99999999999999999999 * * * *" x',
+]
+
+
+@pytest.mark.parametrize("typed", TOO_FAR)
+@pytest.mark.parametrize("zone", [BERLIN, NEW_YORK, ZoneInfo("Pacific/Kiritimati")])
+def test_far_dates_and_huge_amounts_get_the_one_line_limit(typed: str, zone: ZoneInfo) -> None:
+    with pytest.raises(WhenError) as refused:
+        resolve(typed, NOW, zone)
+    said = str(refused.value)
+    assert "\n" not in said and len(said) < 200
+    assert "five years" in said or said.startswith("cron "), said
+
+
+@pytest.mark.parametrize("typed", ["0001-01-01T00:00+05:00 x", "0001-01-01 00:00 x"])
+def test_the_first_possible_date_is_in_the_past(typed: str) -> None:
+    with pytest.raises(WhenError, match="is in the past"):
+        resolve(typed, NOW, BERLIN)
+
+
+_PIECES = st.sampled_from(
+    [
+        "in ", "every ", "at ", "today ", "tomorrow ", "cron \"", "\"", " ", ":", "-", "T", "Z",
+        "+", "/", "*", ",", "s", "m", "h", "d", "days", "seconds", "monday ", "weekday ",
+        "9999", "0001", "12", "31", "23:59", "00:00", "99999999999", "1" + "0" * 20, HUGE,
+        "٣", "²", "\u3000", "x",
+    ]
+)  # fmt: skip
+_WHEN = st.one_of(st.lists(_PIECES, max_size=12).map("".join), st.text(max_size=40))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    typed=_WHEN,
+    now=st.datetimes(
+        min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)
+    ),
+    zone=st.sampled_from([BERLIN, NEW_YORK, ZoneInfo("Pacific/Kiritimati"), ZoneInfo("UTC")]),
+    whole=st.booleans(),
+)
+@example(typed="in 99999999999 days x", now=NOW, zone=BERLIN, whole=False)
+@example(typed="every 5m x", now=datetime(9999, 12, 30, tzinfo=UTC), zone=BERLIN, whole=False)
+@example(typed=f'cron "*/{HUGE} * * * *" x', now=NOW, zone=BERLIN, whole=False)
+def test_no_input_raises_anything_but_the_refusal(
+    typed: str, now: datetime, zone: ZoneInfo, whole: bool
+) -> None:
+    try:
+        resolved = resolve(typed, now, zone, whole=whole)
+    except WhenError as refused:
+        assert "\n" not in str(refused)
+        return
+    assert timedelta(0) < resolved.first_due - now <= timedelta(days=366 * 5)
 
 
 def test_daily_repeats_keep_the_wall_time_across_both_dst_changes() -> None:

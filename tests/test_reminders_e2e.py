@@ -155,6 +155,13 @@ async def test_chat_time_zone_limits_and_bad_input_get_one_line(
             ("/remind yesterday call", "can't read the time"),
             ("/remind 2020-01-01 10:00 old", "is in the past"),
             ("/remind every 2s spam", "min_interval_s"),
+            # issue 35, item 7: these raised OverflowError (the generic apology)
+            ("/remind in 99999999999 days far", "more than five years ahead"),
+            ("/remind in 100000000000000000000 seconds far", "more than five years ahead"),
+            ("/remind every 99999999999 days far", "more than five years ahead"),
+            ("/remind 9999-12-31T23:59-05:00 far", "more than five years ahead"),
+            ("/remind 0001-01-01T00:00+05:00 old", "is in the past"),
+            (f'/remind cron "{"9" * 5000} * * * *" far', "cron minute"),
         ]:
             line = await say(tg, GROUP, BOB, text)
             assert line.startswith("Not set:") and why in line and "\n" not in line, line
@@ -296,14 +303,42 @@ async def test_native_mode_remind_takes_when_and_text(
     assert fired[2].params["text"] == "⏰ stretch"
 
 
+def far_tool_model(body: dict[str, Any]) -> str:
+    """Asks the tool for a reminder far past the limit, then repeats what it was told."""
+    said = last_user_text(body) or ""
+    if "<tool_result" in said or "Not set" in said:
+        return "Told: " + said
+    return "Sure. [Remind: in 99999999999 days | call the bank]"
+
+
+async def test_the_tool_refuses_a_far_reminder_in_one_line_without_a_traceback(
+    tmp_path: Path, database_url: str, tg: FakeTelegram, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = ManualWallClock(START)
+    async with FakeOpenAI(reply=far_tool_model) as model:
+        settings = reminder_settings(tmp_path, database_url, model, telegram=telegram_section(tg))
+        async with daemon(settings, Seams(clock=clock)) as app:
+            tg.push_message(private_chat(ALICE), ALICE, "remind me in a billion years")
+            (answer,) = await tg.wait_for("sendMessage", 1)
+            assert app.storage is not None
+            assert await app.storage.reminders.listing(platform="telegram") == []
+    assert "Not set: that is more than five years ahead." in (
+        last_user_text(model.requests[-1]) or ""
+    )
+    assert answer.params["text"].startswith("Told: ")
+    assert "Traceback" not in caplog.text and "OverflowError" not in caplog.text
+
+
 async def test_http_chats_get_reminders_only_through_a_signed_push(
     tmp_path: Path, database_url: str, failing_model: FakeOpenAI
 ) -> None:
-    received: list[tuple[bytes, str]] = []
+    received: list[tuple[bytes, str, str]] = []
     arrived = asyncio.Event()
 
     async def push(request: web.Request) -> web.Response:
-        received.append((await request.read(), request.headers.get(SIGNATURE_HEADER, "")))
+        headers = request.headers
+        signed, key = headers.get(SIGNATURE_HEADER, ""), headers.get("Idempotency-Key", "")
+        received.append((await request.read(), signed, key))
         arrived.set()
         return web.json_response({"ok": True})
 
@@ -346,10 +381,12 @@ async def test_http_chats_get_reminders_only_through_a_signed_push(
                 await asyncio.wait_for(arrived.wait(), 10)
     finally:
         await runner.cleanup()
-    ((raw, signed),) = received
-    assert json.loads(raw)["chat_id"] == "u1"
+    ((raw, signed, key),) = received
+    assert json.loads(raw)["chat_id"] == "u1" and json.loads(raw)["chat_type"] == "private"
     assert json.loads(raw)["text"] == "⏰ stand up"
     assert json.loads(raw)["reminder_id"] == 1
+    # the occurrence (reminder id + due time): a receiver's key to drop a repeated send
+    assert json.loads(raw)["occurrence_id"] == key == "reminder:1:20260328T100100Z"
     expected = hmac.new(token.encode(), raw, hashlib.sha256).hexdigest()
     assert signed == f"sha256={expected}"
 

@@ -156,8 +156,9 @@ class HttpChannel(TextOnly):
     async def send(self, message: OutboundMessage) -> Sent:
         """Hand `message` to the request waiting for it. DeliveryError when none waits
         (its request is gone): the caller's retry with the same message_id reads it."""
-        if self.push is not None and message.reminder_id is not None and not message.request_id:
-            return await self.push.send(message)  # a reminder: POSTed to [http] push_url
+        proactive = message.reminder_id is not None or message.occurrence_id is not None
+        if self.push is not None and proactive and not message.request_id:
+            return await self.push.send(message)  # a reminder or a job: to [http] push_url
         waiting = self._waiting.get(message.request_id) if message.request_id else None
         if waiting is None or waiting.done():
             raise DeliveryError("no HTTP request is waiting; the caller's retry reads the reply")

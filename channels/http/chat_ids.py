@@ -50,6 +50,11 @@ def shown_chat_id(stored: str) -> str:
     return stored
 
 
+def chat_kind(stored: str) -> str:
+    """ "group" or "private" (a person's own chat or one of their threads)."""
+    return "group" if stored.startswith(GROUP) else "private"
+
+
 def _fit(prefix: str, name: str) -> str:
     whole = prefix + name
     if len(whole) <= MAX_STORED_CHARS:

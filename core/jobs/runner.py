@@ -141,6 +141,7 @@ def outcome_message(job: Job, text: str, image: bytes | None = None) -> Outbound
         reply_to_message_id=job.origin_message_id if group else None,
         thread_id=job.thread_id,
         mention_user_id=job.requester_id if group and not job.origin_message_id else None,
+        occurrence_id=f"job:{job.id}",  # the same on a resend after a crash
     )
 
 
@@ -305,8 +306,12 @@ class JobRunner:
         try:
             await self._send(outcome_message(job, text, image))
         except DeliveryError as exc:
-            log.warning("jobs: #%d's outcome not delivered yet (%s); trying again", job.id, exc)
-            return
+            if not exc.permanent:
+                log.warning("jobs: #%d's outcome not delivered yet (%s); trying again", job.id, exc)
+                return
+            # It can never reach that chat (e.g. an HTTP chat with no push target): stop
+            # trying; `/jobs` still shows the job and its outcome.
+            log.warning("jobs: #%d's outcome cannot be delivered (%s); given up", job.id, exc)
         # <- the one-write window: sent, not yet marked (memory/jobs.py)
         if image is None:
             await self._queue.delivered(job, self._clock())

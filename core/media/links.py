@@ -153,7 +153,7 @@ class LinkReader:
             reason = one_line(str(exc), 160)
             note = f"{shown} could not be read: {reason}"
             return note, note
-        title = one_line(page.title or shown, 200)
+        title = one_line(page.title, 200, self._defuse) if page.title else shown
         if not page.text:
             return f"{title} — no readable text", f"{title} — {shown}"
         text, cut = clip(neutralise(page.text, self._defuse), self._max_chars)

@@ -44,6 +44,12 @@ class Cron:
     def next_after(self, after: datetime, zone: ZoneInfo) -> datetime | None:
         """The first matching wall time strictly after `after` (aware), as an aware
         datetime in `zone`; None when nothing matches within five years."""
+        try:
+            return self._search(after, zone)
+        except OverflowError:  # the search ran past 9999-12-31: nothing there
+            return None
+
+    def _search(self, after: datetime, zone: ZoneInfo) -> datetime | None:
         local = after.astimezone(zone)
         day = local.date()
         for _ in range(SEARCH_DAYS):
@@ -57,13 +63,22 @@ class Cron:
         return None
 
 
+def _number(text: str) -> int | None:
+    """ASCII digits as an int, else None; a longer number than any field allows is cut to
+    one that is still out of range (int() refuses 4,300 digits; `²`.isdigit() is true)."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    digits = text.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 6 else 10**6
+
+
 def _value(text: str, low: int, high: int, names: tuple[str, ...] | None, field: str) -> int:
-    if names is not None and text.casefold()[:3] in names and not text.isdigit():
+    value = _number(text)
+    if names is not None and text.casefold()[:3] in names and value is None:
         index = names.index(text.casefold()[:3])
         return index + (1 if names is MONTHS else 0)
-    if not text.isdigit():
-        raise CronError(f"cron {field}: {text!r} is not a number")
-    value = int(text)
+    if value is None:
+        raise CronError(f"cron {field}: {text[:20]!r} is not a number")
     if field == "day-of-week" and value == 7:
         return 0  # both 0 and 7 are Sunday
     if not low <= value <= high:
@@ -79,9 +94,10 @@ def _field(
         body, _, step_text = part.partition("/")
         step = 1
         if step_text:
-            if not step_text.isdigit() or int(step_text) < 1:
-                raise CronError(f"cron {field}: step {step_text!r} must be a positive number")
-            step = int(step_text)
+            given = _number(step_text)
+            if given is None or given < 1:
+                raise CronError(f"cron {field}: step {step_text[:20]!r} must be a positive number")
+            step = given
         if body == "*":
             start, end = low, high
         elif "-" in body:

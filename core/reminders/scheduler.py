@@ -8,7 +8,10 @@ occurrence. The send goes through the core's one door (`Outbox.send_proactive`) 
 model on the path. The mark is one conditional UPDATE. A crash between the claim and the
 mark leaves a `claimed` run that recovery sends again (late). The one window that can
 repeat a reminder is the single write after the platform confirmed the send and before
-the mark was stored; the intake's answered -> delivered step has the same window.
+the mark was stored; the intake's answered -> delivered step has the same window. It
+lasts from the moment the receiver has the message until the mark commits: for a slow
+HTTP push that is the receiver's whole answer time (up to its 10 s timeout), so every
+send carries the occurrence's id (`occurrence_id`) for the receiver to drop a repeat.
 
 While an occurrence is being sent, its sender holds a lock on it (a PostgreSQL advisory
 lock, or in-process on SQLite, where one process owns the database), so recovery on
@@ -83,8 +86,18 @@ def lock_key(reminder_id: int, due: datetime) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
+def _due_stamp(reminder_id: int, due: datetime) -> str:
+    return f"{reminder_id}:{due.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}"
+
+
 def task_message_id(reminder_id: int, due: datetime) -> str:
-    return f"{SCHEDULED_PREFIX}{reminder_id}:{due.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}"
+    return SCHEDULED_PREFIX + _due_stamp(reminder_id, due)
+
+
+def occurrence_id(reminder_id: int, due: datetime) -> str:
+    """`reminder:12:20261201T083000Z`: one occurrence, the same in every process that
+    sends it, so a receiver can drop a repeat (the window in the module docstring)."""
+    return "reminder:" + _due_stamp(reminder_id, due)
 
 
 def owner_message(reminder: Reminder) -> InboundMessage:
@@ -271,7 +284,7 @@ class Scheduler:
             return 1
         if reminder.kind == "task":
             return await self._run(reminder, run, late=late)
-        outbound = self._outbound(reminder, self._text(reminder, run, late))
+        outbound = self._outbound(reminder, run, self._text(reminder, run, late))
         try:
             await self._send(outbound)
         except DeliveryError as exc:
@@ -304,7 +317,7 @@ class Scheduler:
         reply = await self._run_task(message)
         if reply is not None:  # a channel that does not take the core's sends (HTTP)
             try:
-                await self._send(self._outbound(reminder, reply))
+                await self._send(self._outbound(reminder, run, reply))
             except DeliveryError as exc:
                 log.warning("scheduled task #%d: answer not delivered: %s", reminder.id, exc)
         outcome = await self._task_outcome(message)
@@ -327,7 +340,7 @@ class Scheduler:
         return text
 
     @staticmethod
-    def _outbound(reminder: Reminder, text: str) -> OutboundMessage:
+    def _outbound(reminder: Reminder, run: Run, text: str) -> OutboundMessage:
         group = reminder.chat_type == ChatType.GROUP.value
         return OutboundMessage(
             platform=reminder.platform,
@@ -337,6 +350,7 @@ class Scheduler:
             thread_id=reminder.thread_id,
             mention_user_id=reminder.owner_id if group else None,
             reminder_id=reminder.id,
+            occurrence_id=occurrence_id(reminder.id, run.due_at),
         )
 
     async def run(self, stop: asyncio.Event) -> None:

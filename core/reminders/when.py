@@ -33,6 +33,10 @@ _UNIT_WORDS = {
 }  # fmt: skip
 DAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 MAX_AHEAD = timedelta(days=366 * 5)
+TOO_FAR = "that is more than five years ahead"
+# An amount longer than this many digits is past the limit whatever its unit: checked
+# before int(), which refuses over 4,300 digits, and before timedelta, which overflows.
+_MAX_DIGITS = 12
 
 _CLOCK = r"(?:at\s+)?(?P<clock>\d{1,2}:\d{2})"
 _AMOUNT = r"\d+\s*(?:seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h|days?|d)"
@@ -95,6 +99,12 @@ class Schedule:
         """The first occurrence strictly after `moment`, in UTC; None for a one-shot."""
         if self.kind == "once":
             return None
+        try:
+            return self._next_after(moment, zone)
+        except OverflowError:  # past 9999-12-31: never, as far as the calendar goes
+            return None
+
+    def _next_after(self, moment: datetime, zone: ZoneInfo) -> datetime | None:
         if self.kind == "every":
             return (moment + timedelta(seconds=self.seconds)).astimezone(UTC)
         if self.kind == "days":
@@ -138,10 +148,31 @@ class Schedule:
 
 
 def _wall(day: date, clock: time, zone: ZoneInfo) -> datetime:
-    """The wall time `clock` on `day` in `zone`, as UTC (fold 0: the first of two)."""
+    """The wall time `clock` on `day` in `zone`, as UTC (fold 0: the first of two).
+
+    OverflowError when that is outside the calendar in UTC (9999-12-31 west of Greenwich)."""
     local = datetime.combine(day, clock, tzinfo=zone)
     # A time in a spring-forward gap: normalise through UTC (02:30 -> 03:30).
     return local.astimezone(UTC)
+
+
+def _utc(moment: datetime) -> datetime:
+    """`moment` in UTC; a time outside the calendar there is refused by the limit it
+    breaks (year 9999 is more than five years ahead, year 1 is in the past)."""
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        if moment.year > 5000:
+            raise WhenError(TOO_FAR) from None
+        raise WhenError(f"{moment.date().isoformat()} is in the past") from None
+
+
+def _plus(now: datetime, seconds: int) -> datetime:
+    """`now` + `seconds`; beyond year 9999 is beyond the limit too."""
+    try:
+        return now + timedelta(seconds=seconds)
+    except OverflowError:
+        raise WhenError(TOO_FAR) from None
 
 
 def _clock(text: str) -> time:
@@ -152,9 +183,15 @@ def _clock(text: str) -> time:
 
 
 def _amount_seconds(text: str) -> int:
+    """The amount in seconds; WhenError (the five-year limit) when it is longer than that,
+    however many digits were typed."""
     total = 0
     for number, unit in _AMOUNT_PART.findall(text):
+        if len(number.lstrip("0")) > _MAX_DIGITS:
+            raise WhenError(TOO_FAR)
         total += int(number) * UNITS[_UNIT_WORDS[unit.casefold()]]
+    if total > MAX_AHEAD.total_seconds():
+        raise WhenError(TOO_FAR)
     return total
 
 
@@ -191,14 +228,17 @@ def resolve(text: str, now: datetime, zone: ZoneInfo, *, whole: bool = False) ->
         rest = text[match.end() :].strip()
         if whole and rest:
             continue
-        schedule, first = _build(name, match, now, zone)
+        try:
+            schedule, first = _build(name, match, now, zone)
+        except OverflowError:  # `now` itself at the calendar's edge: nothing fits after it
+            raise WhenError(TOO_FAR) from None
         if first is None:
             raise WhenError("that schedule never fires in the next five years")
         if first <= now:
             shown = first.astimezone(zone).strftime("%Y-%m-%d %H:%M")
             raise WhenError(f"{shown} ({zone.key}) is in the past")
         if first - now > MAX_AHEAD:
-            raise WhenError("that is more than five years ahead")
+            raise WhenError(TOO_FAR)
         return Resolved(schedule, first.astimezone(UTC), rest)
     raise WhenError(f"I can't read the time in {text[:40]!r}; use one of: {FORMS_HELP}")
 
@@ -247,7 +287,7 @@ def _build(
         seconds = _amount_seconds(groups["amount"])
         if seconds <= 0:
             raise WhenError("the delay must be more than zero, e.g. in 10m")
-        return once, now + timedelta(seconds=seconds)
+        return once, _plus(now, seconds)
     if name == "iso":
         try:
             moment = datetime.fromisoformat(groups["iso"].replace("z", "Z"))
@@ -255,14 +295,14 @@ def _build(
             raise WhenError(f"{groups['iso']} is not a valid date and time") from None
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=zone)
-        return once, moment.astimezone(UTC)
+        return once, _utc(moment)
     clock = _clock(groups["clock"])
     if name == "date":
         try:
             day = date.fromisoformat(groups["date"])
         except ValueError:
             raise WhenError(f"{groups['date']} is not a date") from None
-        return once, _wall(day, clock, zone)
+        return once, _utc(datetime.combine(day, clock, tzinfo=zone))
     if name == "tomorrow":
         return once, _wall(local_now.date() + timedelta(days=1), clock, zone)
     if name == "today":

@@ -20,9 +20,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from core.context.escaping import escape_attr, escape_text
+from core.context.escaping import escape_attr
 from core.context.history_views import turn_message
 from core.llm import ChatResult, LLMProvider
+from core.outside import outside_text
 from core.streaming import PreviewSink
 from core.tools.memory import forget_tool, remember_tool
 from core.tools.preview import streamed_round
@@ -421,7 +422,7 @@ def default_registry(
 def _refused(item: _Pending, observation: Observation) -> str:
     return (
         f'<tool_error tool="{escape_attr(item.call.tool)}">'
-        f"{escape_text(observation.text)}</tool_error>"
+        f"{outside_text(observation.text)}</tool_error>"
     )
 
 

@@ -18,8 +18,9 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, 
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.context.escaping import escape_attr, escape_text
+from core.context.escaping import escape_attr
 from core.messages import InboundMessage
+from core.outside import outside_text
 from memory.types import MemoryStore
 
 # An argument longer than this is not a marker but runaway output: it is ignored.
@@ -276,7 +277,7 @@ class ToolRegistry:
         lines = [f'<{tag}{named} {attr}="{escape_attr(arg)}">']
         if tool is not None and tool.untrusted_notice:
             lines.append(tool.untrusted_notice)
-        lines.append(escape_text(self.defuse_markers(observation.text)))
+        lines.append(outside_text(observation.text, self.defuse_markers))
         lines.append(f"</{tag}>")
         return "\n".join(lines)
 

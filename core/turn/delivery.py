@@ -225,7 +225,8 @@ class Outbox:
         ):
             raise DeliveryError(
                 f"{outbound.platform} chats can only be answered, not sent to: the channel "
-                "replies in its responses and has no push target"
+                "replies in its responses and has no push target",
+                permanent=True,
             )
         return await self._send(outbound, None)
 

@@ -10,11 +10,17 @@ sent and from the occurrences stored.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
+import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import pytest
+from aiohttp import web
 
 from memory.migrate import Database, parse_url
 from memory.reminders import ReminderStore, Run
@@ -151,3 +157,78 @@ async def test_two_replicas_send_every_occurrence_of_a_repeat_once_with_one_kill
     # The survivor took over: the occurrences after the kill were claimed by b. (Which
     # replica wins a claim while both run depends on their tick phases: not asserted.)
     assert f":{b_pid}:" in stored[-1].claimed_by, [r.claimed_by for r in stored]
+
+
+class SlowReceiver:
+    """An HTTP push receiver that records each POST and answers only when released."""
+
+    def __init__(self) -> None:
+        self.got: list[tuple[bytes, dict[str, str]]] = []
+        self.arrived = asyncio.Event()
+        self.release = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+
+    async def __aenter__(self) -> SlowReceiver:
+        app = web.Application()
+        app.router.add_post("/push", self._push)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release.set()
+        assert self._runner is not None
+        await self._runner.cleanup()
+
+    @property
+    def url(self) -> str:
+        assert self._runner is not None
+        return f"http://127.0.0.1:{self._runner.addresses[0][1]}/push"
+
+    async def _push(self, request: web.Request) -> web.Response:
+        self.got.append((await request.read(), dict(request.headers)))
+        self.arrived.set()
+        await self.release.wait()
+        return web.json_response({"ok": True})
+
+
+async def set_by_http(daemon: Daemon, token: str, text: str) -> Any:
+    async with aiohttp.ClientSession() as session:
+        async with session.post(
+            f"{daemon.base_url}/v1/chat",
+            json={"user_id": "u1", "chat_type": "private", "text": text, "message_id": "m1"},
+            headers={"Authorization": f"Bearer {token}"},
+        ) as response:
+            return (await response.json())["reply"]
+
+
+async def test_sigkill_during_a_slow_push_repeats_it_with_the_same_idempotency_key(
+    harness: Harness, database_url: str
+) -> None:
+    """The receiver has the POST, the daemon dies before its answer: the next process
+    sends the occurrence again (the documented window), and the receiver can tell."""
+    token = "push-token"
+    async with SlowReceiver() as receiver:
+        extra = {**EXTRA, "CHATTERD_HTTP__TOKEN": token, "CHATTERD_HTTP__PUSH_URL": receiver.url}
+        first = await harness.daemon(extra)
+        assert (await set_by_http(first, token, "/remind in 2s feed the cat")).startswith("⏰ #1")
+        await asyncio.wait_for(receiver.arrived.wait(), 20)
+        first.kill()
+        await first.wait()
+        receiver.release.set()  # the answer goes nowhere: its sender is gone
+        second = await harness.daemon(extra)
+        await until(lambda: len(receiver.got) >= 2, [first, second])
+        await second.terminate()
+    (finished,) = await runs(database_url, 1)
+    assert finished.state == "late"
+    assert len(receiver.got) == 2
+    keys = []
+    for raw, headers in receiver.got:
+        expected = "sha256=" + hmac.new(token.encode(), raw, hashlib.sha256).hexdigest()
+        assert headers["X-Chatterd-Signature"] == expected  # the key is inside what is signed
+        body = json.loads(raw)
+        assert headers["Idempotency-Key"] == body["occurrence_id"]
+        keys.append(body["occurrence_id"])
+    due = finished.due_at.strftime("%Y%m%dT%H%M%SZ")
+    assert keys == [f"reminder:1:{due}"] * 2

@@ -2,8 +2,9 @@
 
 Why one owner task: the SDK's transports are anyio context managers that must be entered
 and left in the same task; a stdio server is a child process in its own process group,
-and leaving `stdio_client` is what ends that group. So each server has one task that
-connects, keeps the session (pinging it now and then), reconnects with backoff when it
+led by core/tools/mcp/group.py, which ends the group when the server exits; leaving
+`stdio_client` closes the server's stdin, which is what ends it. So each server has one
+task that connects, keeps the session (pinging it now and then), reconnects with backoff when it
 dies, and on `close()` leaves every context it entered. Callers only borrow the session.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -32,6 +34,7 @@ State = Literal["starting", "ready", "down", "stopped"]
 PING_EVERY_S = 30.0
 MAX_BACKOFF_S = 60.0
 CLIENT = Implementation(name="chatterd", version="0.1")
+GROUP_LAUNCHER = "core.tools.mcp.group"
 
 
 class ServerDown(Exception):
@@ -226,8 +229,12 @@ class ServerLink:
         config = self.config
         if config.command:
             env = dict(os.environ) | {k: v.get_secret_value() for k, v in config.env.items()}
+            # Through the group launcher: the server's children end with it (group.py).
             params = StdioServerParameters(
-                command=config.command, args=list(config.args), env=env, cwd=config.cwd
+                command=sys.executable,
+                args=["-m", GROUP_LAUNCHER, config.command, *config.args],
+                env=env,
+                cwd=config.cwd,
             )
             async with stdio_client(params) as streams:
                 yield streams

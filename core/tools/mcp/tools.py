@@ -18,7 +18,8 @@ from typing import Any, Protocol
 
 from mcp.shared.exceptions import MCPError
 
-from core.context.escaping import escape_attr, escape_text
+from core.context.escaping import escape_attr
+from core.outside import outside_text
 from core.tools.mcp.config import McpConfig
 from core.tools.mcp.offer import (
     CALL_MARKER,
@@ -204,7 +205,7 @@ class McpTools:
     def frame(self, call: ToolCall, observation: Observation, defuse: Callable[[str], str]) -> str:
         """The result as untrusted material: escaped, markers defused, in words on failure."""
         name, raw_args = _target(call)
-        body = escape_text(_CALL_OPENER.sub(r"(\1", defuse(observation.text)))
+        body = outside_text(observation.text, lambda text: _CALL_OPENER.sub(r"(\1", defuse(text)))
         if not observation.ok:
             return f'<tool_error tool="{escape_attr(name)}">{body}</tool_error>'
         args = " ".join(raw_args.split())[:500]
