@@ -17,7 +17,8 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 
 from memory.migrate import Database
-from memory.models import IntakeRow, UsageRow, utc
+from memory.models import IntakeRow, UsageRow
+from memory.rows import utc
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import ColumnElement, Connection, Select, func, or_, select, tuple_
 
 from memory.migrate import Database
-from memory.models import Chat, MemoryRow, UsageRow, User, utc
+from memory.models import Chat, MemoryRow, UsageRow, User
+from memory.rows import utc
 
 MAX_PAGE = 200
 T = TypeVar("T")

@@ -13,7 +13,8 @@ from sqlalchemy import Connection, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from memory.migrate import Database
-from memory.models import ChatOwnerRow, check_key, utcnow
+from memory.models import ChatOwnerRow
+from memory.rows import check_key, utcnow
 from memory.types import ChatKey
 
 OWNERS_KEPT = 10_000

@@ -25,7 +25,8 @@ from sqlalchemy import Connection, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from memory.migrate import Database
-from memory.models import AUTHOR_LEN, ChatSettingsRow, check_key, clean_text, utcnow
+from memory.models import ChatSettingsRow
+from memory.rows import AUTHOR_LEN, check_key, clean_text, utcnow
 from memory.types import InChat
 
 PERSONA_MAX_CHARS = 500

@@ -18,7 +18,8 @@ from sqlalchemy import Connection, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from memory.migrate import Database
-from memory.models import Chat, User, utc
+from memory.models import Chat, User
+from memory.rows import utc
 from memory.types import ChatKey
 
 CACHE_SIZE = 10_000

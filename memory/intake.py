@@ -18,7 +18,8 @@ from sqlalchemy import Connection, bindparam, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from memory.migrate import Database
-from memory.models import OPEN_STATES, IntakeRow, check_key, clean_text, utc, utcnow
+from memory.models import OPEN_STATES, IntakeRow
+from memory.rows import check_key, clean_text, utc, utcnow
 from memory.types import IntakeDraft, IntakeEntry, IntakeStats, TurnState
 
 

@@ -21,7 +21,8 @@ from sqlalchemy import Connection, and_, func, insert, or_, select, update
 
 from memory.job_types import FINISHED, Job, JobDraft, JobRefused
 from memory.migrate import Database
-from memory.models import NAME_LEN, JobRow, check_key, clean_text, utcnow
+from memory.models import JobRow
+from memory.rows import NAME_LEN, check_key, clean_text, utcnow
 
 __all__ = ["Job", "JobDraft", "JobRefused", "JobStore"]
 

@@ -17,7 +17,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from memory.ids import RowIds
 from memory.migrate import Database
-from memory.models import MemoryRow, User, check_key, memory_author, memory_hash, memory_text, utc
+from memory.models import MemoryRow, User
+from memory.rows import check_key, memory_author, memory_hash, memory_text, utc
 from memory.types import MemoryItem, NewMemory
 
 

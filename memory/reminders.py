@@ -18,15 +18,9 @@ from typing import Any
 from sqlalchemy import Connection, func, insert, select, update
 
 from memory.migrate import Database
-from memory.models import (
-    NAME_LEN,
-    ReminderRow,
-    ReminderRunRow,
-    check_key,
-    clean_text,
-    utcnow,
-)
+from memory.models import ReminderRow, ReminderRunRow
 from memory.reminder_types import Reminder, ReminderDraft, ReminderRefused, Run
+from memory.rows import NAME_LEN, check_key, clean_text, utcnow
 
 __all__ = ["Reminder", "ReminderDraft", "ReminderRefused", "ReminderStore", "Run"]
 

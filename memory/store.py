@@ -32,8 +32,9 @@ from memory.intake import AfterWrite, IntakeConflict, IntakeStore, claim_in, set
 from memory.jobs import JobStore
 from memory.memories import MemoryRows
 from memory.migrate import Database, head_revision, parse_url, revision_of, upgrade_connection
-from memory.models import NAME_LEN, Chat, TurnRow, check_turn, clean_text, utc
+from memory.models import Chat, TurnRow
 from memory.reminders import ReminderStore
+from memory.rows import NAME_LEN, check_turn, clean_text, utc
 from memory.tool_calls import ToolCallStore
 from memory.turn_reads import TurnReads
 from memory.types import (

@@ -17,7 +17,8 @@ from sqlalchemy import ColumnElement, and_, case, func, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from memory.migrate import Database
-from memory.models import NAME_LEN, USAGE_PURPOSES, UsageRow, check_key
+from memory.models import USAGE_PURPOSES, UsageRow
+from memory.rows import NAME_LEN, check_key
 from memory.types import USAGE_KEY as _KEY
 from memory.types import DaySpend, UsageDelta  # store types, kept free of SQLAlchemy
 

@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 from pydantic import SecretStr
 
-from bot.config import LlmConfig
+from bot.sections import LlmConfig
 from core.llm import ChatResult, LLMError, LLMProvider, provider_from_config
 from tests.conftest import MakeProvider
 from tests.fakes import FakeOpenAI, FakeReply, echo_last_user

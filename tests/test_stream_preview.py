@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from core.llm import LLMError, OpenAIProvider
-from core.tools.loop import ToolLoop, default_registry
+from core.tools.builtin import default_registry
+from core.tools.loop import ToolLoop
 from core.tools.preview import visible_text
 from core.tools.registry import ToolContext
 from tests.fakes.openai_server import FakeOpenAI

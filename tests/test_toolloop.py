@@ -13,7 +13,8 @@ import pytest
 
 from core.context.history_views import TurnHistory
 from core.llm import LLMError, OpenAIProvider
-from core.tools.loop import GIVE_UP_REPLY, LAST_ROUND_NOTE, ToolLoop, default_registry
+from core.tools.builtin import default_registry
+from core.tools.loop import GIVE_UP_REPLY, LAST_ROUND_NOTE, ToolLoop
 from core.tools.registry import Observation, Tool, ToolContext, ToolRegistry
 from core.tools.search import SearchError, SearchResult, search_tool
 from memory.types import Turn

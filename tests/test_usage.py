@@ -19,7 +19,8 @@ from core.context.tokens import count_messages, get_counter
 from core.llm import OpenAIProvider
 from core.llm.provider import ChatResult
 from core.messages import ChatType, InboundMessage
-from core.tools.loop import ToolLoop, default_registry
+from core.tools.builtin import default_registry
+from core.tools.loop import ToolLoop
 from core.tools.registry import ToolContext
 from core.usage.meter import ModelCall, UsageRecorder, UsageSubject, call_cost
 from core.usage.quota import QuotaGuard, QuotaLimits, next_reset, quota_notice

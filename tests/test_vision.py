@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from bot.config import VisionConfig
+from bot.sections import VisionConfig
 from bot.wiring.app import Seams
 from core.llm import OpenAIProvider
 from core.media.imaging import BadImage, TooManyPixels, prepare_image

@@ -11,7 +11,7 @@ from bot.console.page import PageHost, actor, flash, see_other, url
 from bot.console.params import chat_cursor, row_id
 from bot.console.picture import drawn_picture, was_dropped
 from memory.chat_settings import ChatSettingsError
-from memory.models import ID_LEN, PLATFORM_LEN
+from memory.rows import ID_LEN, PLATFORM_LEN
 from memory.types import ChatKey
 
 PAGE = 50

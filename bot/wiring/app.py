@@ -50,7 +50,8 @@ from core.llm import (
 from core.media.vision import VisionReader
 from core.reminders.scheduler import Scheduler
 from core.reminders.service import Reminders
-from core.tools.loop import ToolLoop, default_registry
+from core.tools.builtin import default_registry
+from core.tools.loop import ToolLoop
 from core.tools.search import SearchBackend, duckduckgo_backend
 from core.turn.bursts import BurstOptions
 from core.turn.delivery import ChannelRoutes

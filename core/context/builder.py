@@ -38,6 +38,7 @@ from core.context.report import BuiltContext, ContextReport, SummaryInfo
 from core.context.system_prompt import Layout, SystemPrompt, check_layout
 from core.context.tail import TurnMaterial, unforgeable, with_turn_context, wrapped
 from core.context.tokens import REPLY_PRIMER_TOKENS, TokenCounter, message_tokens
+from core.context.truncation import cut_message
 from core.context.turn import TurnInput
 from core.media.data_url import ImageEncoder, MediaSource
 from core.workspace.files import Workspace
@@ -47,7 +48,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_TOKENS = 16000
 DEFAULT_REPLY_TOKENS = 1024
-CUT_NOTE = "\n…(message cut to fit the context window)"
 
 
 @dataclass
@@ -391,7 +391,7 @@ class ContextBuilder:
             parts.pop()  # images go before words do
             image_cost = self._parts_cost(parts)
         if self._user_framing + tokens + image_cost > cap:
-            text, tokens = self._cut(text, cap - self._user_framing - image_cost)
+            text, tokens = cut_message(self.counter, text, cap - self._user_framing - image_cost)
             truncated = True
             log.warning("current message cut to %d tokens to fit the context window", tokens)
         content: str | list[dict[str, Any]] = text
@@ -405,21 +405,6 @@ class ContextBuilder:
             return 0
         message = {"role": "user", "content": parts}
         return message_tokens(message, self.counter) - self._user_framing
-
-    def _cut(self, text: str, target: int) -> tuple[str, int]:
-        """The longest prefix of `text` (plus a note) within `target` tokens."""
-        lo, hi = 0, len(text)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self.counter.count(text[:mid] + CUT_NOTE) <= target:
-                lo = mid
-            else:
-                hi = mid - 1
-        cut = text[:lo] + CUT_NOTE
-        count = self.counter.count(cut)
-        if count > target:
-            return "", 0
-        return cut, count
 
     def _verify(
         self,

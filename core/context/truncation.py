@@ -12,11 +12,34 @@ import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 SECTION_SEPARATOR = "\n\n"
 TRUNCATION_MARKER = "…[truncated]"
 _MARKER_LINE = "\n" + TRUNCATION_MARKER
 _SENTENCE_END = re.compile(r"(?:[.!?;…]+[\"'”’)\]]*(?=\s))|(?:[。！？；…]+[”’」』）]*)")
+
+
+CUT_NOTE = "\n…(message cut to fit the context window)"
+
+
+class Counts(Protocol):
+    def count(self, text: str) -> int: ...
+
+
+def cut_message(counter: Counts, text: str, target: int) -> tuple[str, int]:
+    """The longest prefix of a current message (plus a note) within `target` tokens, and
+    its count; ("", 0) when not even the note fits."""
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if counter.count(text[:mid] + CUT_NOTE) <= target:
+            lo = mid
+        else:
+            hi = mid - 1
+    cut = text[:lo] + CUT_NOTE
+    count = counter.count(cut)
+    return ("", 0) if count > target else (cut, count)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ read back; a draft reads as a chat message exactly as its stored turn will
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -25,24 +24,20 @@ from core.context.history_views import turn_message
 from core.llm import ChatResult, LLMProvider
 from core.outside import outside_text
 from core.streaming import PreviewSink
-from core.tools.memory import forget_tool, remember_tool
+from core.tools.native import call_parts, native_arg
 from core.tools.preview import streamed_round
 from core.tools.registry import (
-    MAX_MARKER_ARG_CHARS,
     Observation,
-    Tool,
     ToolCall,
     ToolContext,
     ToolRegistry,
 )
-from core.tools.remind import remind_tool
-from core.tools.search import SearchBackend, search_tool
 from core.tools.source import ToolSource
 from core.usage.meter import ModelCall, UsageMeter, UsageSubject
 from memory.types import Role, TurnKind
 
 if TYPE_CHECKING:
-    from core.reminders.service import Reminders
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +274,7 @@ class ToolLoop:
     def _native_requests(self, result: ChatResult) -> list[_Pending]:
         pending: list[_Pending] = []
         for index, raw in enumerate(result.tool_calls or []):
-            call_id, name, arguments = _call_parts(raw)
+            call_id, name, arguments = call_parts(raw)
             call_id = call_id or f"call_{index}"
             call = ToolCall(tool=name, arg="", call_id=call_id, raw=arguments)
             tool = self._registry.get(name)
@@ -293,7 +288,7 @@ class ToolLoop:
             if tool is None:
                 pending.append(_Pending(call, f"There is no tool named {name!r}."))
                 continue
-            arg, error = _native_arg(arguments, tool)
+            arg, error = native_arg(arguments, tool)
             pending.append(_Pending(ToolCall(name, arg, raw=arguments, call_id=call_id), error))
         return pending
 
@@ -400,59 +395,8 @@ class ToolLoop:
         return self._registry.frame(call, observation)
 
 
-def default_registry(
-    search: SearchBackend | None,
-    *,
-    search_enabled: bool = True,
-    memory_enabled: bool = True,
-    reminders: Reminders | None = None,
-) -> ToolRegistry:
-    """Search (when a backend is given and enabled), Remember and Forget, and Remind
-    (when the daemon keeps reminders)."""
-    tools = []
-    if search is not None:
-        tools.append(search_tool(search, enabled=search_enabled))
-    tools.append(remember_tool(enabled=memory_enabled))
-    tools.append(forget_tool(enabled=memory_enabled))
-    if reminders is not None:
-        tools.append(remind_tool(reminders))
-    return ToolRegistry(tools)
-
-
 def _refused(item: _Pending, observation: Observation) -> str:
     return (
         f'<tool_error tool="{escape_attr(item.call.tool)}">'
         f"{outside_text(observation.text)}</tool_error>"
     )
-
-
-def _call_parts(raw: dict[str, Any]) -> tuple[str | None, str, str]:
-    """(id, name, arguments) from an OpenAI-shaped tool call, tolerating missing parts."""
-    function = raw.get("function") if isinstance(raw, dict) else None
-    if not isinstance(function, dict):
-        return None, "", ""
-    return raw.get("id"), str(function.get("name") or ""), _as_json_text(function.get("arguments"))
-
-
-def _as_json_text(arguments: Any) -> str:
-    if isinstance(arguments, str):
-        return arguments
-    if arguments is None:
-        return ""
-    try:
-        return json.dumps(arguments)
-    except (TypeError, ValueError):
-        return ""
-
-
-def _native_arg(arguments: str, tool: Tool) -> tuple[str, str | None]:
-    """The tool argument from a native call's JSON, or a reason it cannot be used."""
-    if len(arguments) > MAX_MARKER_ARG_CHARS + 100:
-        return "", "Not run: the arguments are too long."
-    try:
-        data = json.loads(arguments or "{}")
-    except json.JSONDecodeError:
-        return "", "Not run: the arguments are not valid JSON."
-    if not isinstance(data, dict):
-        return "", "Not run: the arguments must be one JSON object."
-    return tool.arg_from(data)
