@@ -22,15 +22,12 @@ from sqlalchemy import Connection, and_, func, insert, or_, select, update
 from memory.job_types import FINISHED, Job, JobDraft, JobRefused
 from memory.migrate import Database
 from memory.models import JobRow
+from memory.records import Records
 from memory.rows import NAME_LEN, check_key, clean_text, utcnow
 
 __all__ = ["Job", "JobDraft", "JobRefused", "JobStore"]
 
-_COLUMNS = tuple(getattr(JobRow, name) for name in Job.__dataclass_fields__)
-
-
-def _job(row: Any) -> Job:
-    return Job(*row)
+_JOBS = Records(JobRow, Job)
 
 
 class JobStore:
@@ -86,9 +83,8 @@ class JobStore:
         return job
 
     async def get(self, job_id: int) -> Job | None:
-        query = select(*_COLUMNS).where(JobRow.id == job_id)
-        row = await self._db.read(lambda conn: conn.execute(query).first())
-        return _job(row) if row is not None else None
+        query = _JOBS.select().where(JobRow.id == job_id)
+        return await _JOBS.one(self._db, query)
 
     async def listing(
         self, platform: str, chat_id: str, *, requester_id: str | None = None, limit: int = 20
@@ -97,9 +93,8 @@ class JobStore:
         where = [JobRow.platform == platform, JobRow.chat_id == chat_id]
         if requester_id is not None:
             where.append(JobRow.requester_id == requester_id)
-        query = select(*_COLUMNS).where(*where).order_by(JobRow.id.desc()).limit(limit)
-        rows = await self._db.read(lambda conn: conn.execute(query).all())
-        return [_job(row) for row in rows]
+        query = _JOBS.select().where(*where).order_by(JobRow.id.desc()).limit(limit)
+        return await _JOBS.all(self._db, query)
 
     async def count_since(
         self,
@@ -128,11 +123,10 @@ class JobStore:
 
     async def recent(self, *, state: str | None = None, limit: int = 50) -> list[Job]:
         """Every chat's jobs, newest first (the CLI and the console)."""
-        query = select(*_COLUMNS).order_by(JobRow.id.desc()).limit(limit)
+        query = _JOBS.select().order_by(JobRow.id.desc()).limit(limit)
         if state is not None:
             query = query.where(JobRow.state == state)
-        rows = await self._db.read(lambda conn: conn.execute(query).all())
-        return [_job(row) for row in rows]
+        return await _JOBS.all(self._db, query)
 
     async def claim(
         self, worker: str, now: datetime, lease_s: float, kinds: Sequence[str]
@@ -228,7 +222,7 @@ class JobStore:
     async def spent(self, now: datetime, limit: int = 20) -> list[Job]:
         """Jobs whose runner died on the last allowed attempt (lease out, none left)."""
         query = (
-            select(*_COLUMNS)
+            _JOBS.select()
             .where(
                 JobRow.state == "running",
                 JobRow.lease_until < now,
@@ -237,13 +231,12 @@ class JobStore:
             .order_by(JobRow.id)
             .limit(limit)
         )
-        rows = await self._db.read(lambda conn: conn.execute(query).all())
-        return [_job(row) for row in rows]
+        return await _JOBS.all(self._db, query)
 
     async def undelivered(self, limit: int = 20) -> list[Job]:
         """Finished jobs whose outcome has not gone out (their process died first)."""
         query = (
-            select(*_COLUMNS)
+            _JOBS.select()
             .where(
                 JobRow.state.in_(FINISHED),
                 JobRow.outcome.is_not(None),
@@ -252,8 +245,7 @@ class JobStore:
             .order_by(JobRow.id)
             .limit(limit)
         )
-        rows = await self._db.read(lambda conn: conn.execute(query).all())
-        return [_job(row) for row in rows]
+        return await _JOBS.all(self._db, query)
 
     async def delivered(
         self, job: Job, now: datetime, *, result: dict[str, Any] | None = None

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import Connection, func, insert, select, update
 
 from memory.migrate import Database
 from memory.models import ReminderRow, ReminderRunRow
+from memory.records import Records
 from memory.reminder_types import Reminder, ReminderDraft, ReminderRefused, Run
 from memory.rows import NAME_LEN, check_key, clean_text, utcnow
 
@@ -27,12 +27,8 @@ __all__ = ["Reminder", "ReminderDraft", "ReminderRefused", "ReminderStore", "Run
 TEXT_MAX_CHARS = 1000
 
 
-_COLUMNS = tuple(getattr(ReminderRow, name) for name in Reminder.__dataclass_fields__)
-_RUN_COLUMNS = tuple(getattr(ReminderRunRow, name) for name in Run.__dataclass_fields__)
-
-
-def _reminder(row: Any) -> Reminder:
-    return Reminder(*row)
+_REMINDERS = Records(ReminderRow, Reminder)
+_RUNS = Records(ReminderRunRow, Run)
 
 
 class ReminderStore:
@@ -97,9 +93,8 @@ class ReminderStore:
         return found
 
     async def get(self, reminder_id: int) -> Reminder | None:
-        query = select(*_COLUMNS).where(ReminderRow.id == reminder_id)
-        row = await self._db.read(lambda conn: conn.execute(query).first())
-        return _reminder(row) if row is not None else None
+        query = _REMINDERS.select().where(ReminderRow.id == reminder_id)
+        return await _REMINDERS.one(self._db, query)
 
     async def listing(
         self,
@@ -111,7 +106,7 @@ class ReminderStore:
         limit: int = 100,
     ) -> list[Reminder]:
         """Reminders in these states, oldest first, narrowed to a chat and/or an owner."""
-        query = select(*_COLUMNS).where(ReminderRow.state.in_(list(states)))
+        query = _REMINDERS.select().where(ReminderRow.state.in_(list(states)))
         if platform is not None:
             query = query.where(ReminderRow.platform == platform)
         if chat_id is not None:
@@ -119,8 +114,7 @@ class ReminderStore:
         if owner_id is not None:
             query = query.where(ReminderRow.owner_id == owner_id)
         query = query.order_by(ReminderRow.id).limit(limit)
-        rows = await self._db.read(lambda conn: conn.execute(query).all())
-        return [_reminder(row) for row in rows]
+        return await _REMINDERS.all(self._db, query)
 
     async def cancel(self, reminder_id: int, *, by: str) -> bool:
         """An active (or missed) reminder becomes `cancelled`; False when it was not."""
@@ -135,13 +129,12 @@ class ReminderStore:
     async def due(self, now: datetime, limit: int = 100) -> list[Reminder]:
         """Active reminders whose next occurrence is due, the earliest first."""
         query = (
-            select(*_COLUMNS)
+            _REMINDERS.select()
             .where(ReminderRow.state == "active", ReminderRow.next_due_at <= now)
             .order_by(ReminderRow.next_due_at, ReminderRow.id)
             .limit(limit)
         )
-        rows = await self._db.read(lambda conn: conn.execute(query).all())
-        return [_reminder(row) for row in rows]
+        return await _REMINDERS.all(self._db, query)
 
     async def next_due(self) -> datetime | None:
         """The earliest occurrence still to come (the scheduler sleeps until it)."""
@@ -234,22 +227,20 @@ class ReminderStore:
     async def open_runs(self, limit: int = 100) -> list[Run]:
         """Runs claimed but not finished, oldest first (a live send, or a dead one's)."""
         query = (
-            select(*_RUN_COLUMNS)
+            _RUNS.select()
             .where(ReminderRunRow.state == "claimed")
             .order_by(ReminderRunRow.id)
             .limit(limit)
         )
-        rows = await self._db.read(lambda conn: conn.execute(query).all())
-        return [Run(*row) for row in rows]
+        return await _RUNS.all(self._db, query)
 
     async def runs_of(self, reminder_id: int) -> list[Run]:
         query = (
-            select(*_RUN_COLUMNS)
+            _RUNS.select()
             .where(ReminderRunRow.reminder_id == reminder_id)
             .order_by(ReminderRunRow.id)
         )
-        rows = await self._db.read(lambda conn: conn.execute(query).all())
-        return [Run(*row) for row in rows]
+        return await _RUNS.all(self._db, query)
 
     async def missed_count(self, reminder_id: int) -> int:
         query = select(func.count()).where(
