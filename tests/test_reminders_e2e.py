@@ -242,18 +242,27 @@ def tool_model(body: dict[str, Any]) -> str:
     return "Sure. [Remind: tomorrow 09:00 | call the bank]"
 
 
+async def ask_the_tool(
+    tmp_path: Path, database_url: str, tg: FakeTelegram, model: Any, words: str
+) -> tuple[str, list[Any], FakeOpenAI]:
+    """Alice's words to a daemon whose model (`model`) uses the Remind marker: the answer,
+    the reminders stored, and the fake model (its requests)."""
+    async with FakeOpenAI(reply=model) as fake:
+        settings = reminder_settings(tmp_path, database_url, fake, telegram=telegram_section(tg))
+        async with daemon(settings, Seams(clock=ManualWallClock(START))) as app:
+            tg.push_message(private_chat(ALICE), ALICE, words)
+            (answer,) = await tg.wait_for("sendMessage", 1)
+            assert app.storage is not None
+            stored = await app.storage.reminders.listing(platform="telegram")
+    return str(answer.params["text"]), stored, fake
+
+
 async def test_asking_in_plain_words_sets_the_reminder_through_the_tool(
     tmp_path: Path, database_url: str, tg: FakeTelegram
 ) -> None:
-    clock = ManualWallClock(START)
-    async with FakeOpenAI(reply=tool_model) as model:
-        settings = reminder_settings(tmp_path, database_url, model, telegram=telegram_section(tg))
-        async with daemon(settings, Seams(clock=clock)) as app:
-            tg.push_message(private_chat(ALICE), ALICE, "remind me tomorrow at 9 to call the bank")
-            (answer,) = await tg.wait_for("sendMessage", 1)
-            assert app.storage is not None
-            (stored,) = await app.storage.reminders.listing(platform="telegram")
-    assert answer.params["text"].startswith("Done: #1 set for 09:00 tomorrow (Europe/Berlin")
+    said = "remind me tomorrow at 9 to call the bank"
+    answer, (stored,), _ = await ask_the_tool(tmp_path, database_url, tg, tool_model, said)
+    assert answer.startswith("Done: #1 set for 09:00 tomorrow (Europe/Berlin")
     assert stored.owner_id == str(ALICE["id"]) and stored.text == "call the bank"
 
 
@@ -314,18 +323,13 @@ def far_tool_model(body: dict[str, Any]) -> str:
 async def test_the_tool_refuses_a_far_reminder_in_one_line_without_a_traceback(
     tmp_path: Path, database_url: str, tg: FakeTelegram, caplog: pytest.LogCaptureFixture
 ) -> None:
-    clock = ManualWallClock(START)
-    async with FakeOpenAI(reply=far_tool_model) as model:
-        settings = reminder_settings(tmp_path, database_url, model, telegram=telegram_section(tg))
-        async with daemon(settings, Seams(clock=clock)) as app:
-            tg.push_message(private_chat(ALICE), ALICE, "remind me in a billion years")
-            (answer,) = await tg.wait_for("sendMessage", 1)
-            assert app.storage is not None
-            assert await app.storage.reminders.listing(platform="telegram") == []
+    said = "remind me in a billion years"
+    answer, stored, model = await ask_the_tool(tmp_path, database_url, tg, far_tool_model, said)
+    assert stored == []
     assert "Not set: that is more than five years ahead." in (
         last_user_text(model.requests[-1]) or ""
     )
-    assert answer.params["text"].startswith("Told: ")
+    assert answer.startswith("Told: ")
     assert "Traceback" not in caplog.text and "OverflowError" not in caplog.text
 
 

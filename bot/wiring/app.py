@@ -218,13 +218,14 @@ class App:
         self._drawing = build_drawing(
             settings, self.storage.jobs, self._stack, self._clock, self._seams.links_resolver
         )
+        tool_loop = self._tool_loop(llm, meter, mcp)
         self.processor = MessageProcessor(
             store=self.storage,
             context=context,
             counter=counter,
             options=options,
-            tool_loop=self._tool_loop(llm, meter, mcp),
-            read_images=self._seams.read_images or self._vision_reader(meter),
+            tool_loop=tool_loop,
+            read_images=self._seams.read_images or self._vision_reader(meter, tool_loop),
             compactor=compactor(settings, llm, self.storage, counter, meter),
             routes=self.routes,
             chat_persona=lambda platform, chat_id: _persona(chat_settings, platform, chat_id),
@@ -354,11 +355,12 @@ class App:
         self._recovery_stop.set()
         await task
 
-    def _vision_reader(self, meter: UsageMeter) -> VisionReader:
+    def _vision_reader(self, meter: UsageMeter, tools: ToolLoop) -> VisionReader:
         provider = vision_model(self.settings, self._stack)
         if provider is not None:
             self._models["vision"] = provider
-        return vision_reader(self.settings, provider, meter)
+        # The words an image shows pass the same marker defuser as every tool result.
+        return vision_reader(self.settings, provider, meter, tools.defuse_markers)
 
     async def _mcp_tools(self, counter: TokenCounter) -> Any:
         """The MCP servers' tools, started now; None (and no SDK import) without servers."""

@@ -8,6 +8,7 @@ open on its exit stack.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 
 from bot.config import Settings
@@ -86,9 +87,15 @@ def vision_model(settings: Settings, stack: AsyncExitStack) -> FallbackProvider 
 
 
 def vision_reader(
-    settings: Settings, provider: FallbackProvider | None, meter: UsageMeter
+    settings: Settings,
+    provider: FallbackProvider | None,
+    meter: UsageMeter,
+    defuse: Callable[[str], str] | None = None,
 ) -> VisionReader:
-    return VisionReader(provider, settings.vision, timeout_s=settings.llm.timeout_s, meter=meter)
+    """`defuse`: the tool registry's marker defuser, for the words an image shows."""
+    return VisionReader(
+        provider, settings.vision, timeout_s=settings.llm.timeout_s, meter=meter, defuse=defuse
+    )
 
 
 def compactor(

@@ -20,6 +20,7 @@ from core.fairness import FairLimiter
 from core.llm import LLMError, LLMProvider
 from core.media.data_url import data_url
 from core.media.imaging import BadImage, TooManyPixels, prepare_image
+from core.media.shared import Defuse, one_line
 from core.messages import ImageRef, InboundMessage, TooLarge
 from core.usage.meter import ModelCall, UsageMeter, UsageSubject
 
@@ -79,8 +80,10 @@ class VisionReader:
         cache_entries: int = 512,
         meter: UsageMeter | None = None,
         decodes_at_once: int = DECODES_AT_ONCE,
+        defuse: Defuse | None = None,
     ) -> None:
         self._llm = vision_llm
+        self._defuse = defuse  # the tool registry's marker defuser (words in an image)
         mode = settings.mode
         self._enabled = settings.enabled and (mode == "passthrough" or vision_llm is not None)
         self._mode = mode
@@ -141,7 +144,7 @@ class VisionReader:
         )
         if self._meter is not None and who is not None:
             await self._meter.record(who, [ModelCall(result, request)], "vision")
-        text = _clean(result.text)
+        text = _clean(result.text, self._defuse)
         if not text:
             raise ValueError("vision model returned an empty description")
         if self._cache is not None:
@@ -200,9 +203,8 @@ def _size(count: int) -> str:
     return f"{count / 1e3:.3g} KB" if count >= 1000 else f"{count} bytes"
 
 
-def _clean(text: str) -> str:
-    """One line, capped, with no parentheses that could close the `(Image N: ...)` note."""
-    flat = " ".join(text.split()).replace("(", "[").replace(")", "]")
-    if len(flat) > MAX_DESCRIPTION_CHARS:
-        flat = flat[: MAX_DESCRIPTION_CHARS - 1] + "…"
-    return flat
+def _clean(text: str, defuse: Defuse | None) -> str:
+    """One line, capped, through the one door for outside text (the words an image shows
+    come back in its description): no tags, no markers, no parentheses that could close
+    the `(Image N: ...)` note."""
+    return one_line(text, MAX_DESCRIPTION_CHARS, defuse)

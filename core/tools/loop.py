@@ -135,6 +135,10 @@ class ToolLoop:
         self._meter = meter  # every model call of a turn is counted for its sender
         self._source = source  # tools offered per sender (MCP servers), if any
 
+    def defuse_markers(self, text: str) -> str:
+        """Outside text with this loop's tool markers made inert (core/outside.py)."""
+        return self._registry.defuse_markers(text)
+
     def guide(self) -> str:
         """The tool guide for the system prompt, matching this loop's mode."""
         return self._registry.guide(native=self._mode == "native")
