@@ -10,32 +10,19 @@ cancelled, so requests still waiting count too (two at once cannot share the las
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Protocol
+from datetime import UTC
+from typing import TYPE_CHECKING
 
 from core.clock import WallClock, utc_now
 from core.tools.mcp.config import Allow
 from core.tools.mcp.permission import Sender, allows
-from memory.job_types import Job, JobDraft, JobRefused
+from memory.job_types import JobDraft, JobRefused
+
+if TYPE_CHECKING:  # the store itself is the seam's type; core never loads it at run time
+    from memory.jobs import JobStore as DrawJobs
 
 KIND = "draw"
 MAX_PROMPT_CHARS = 1000
-
-
-class DrawJobs(Protocol):
-    """The job store's calls the desk makes (memory.jobs.JobStore)."""
-
-    async def add(self, draft: JobDraft, *, max_pending_per_user: int = 0) -> Job: ...
-
-    async def count_since(
-        self,
-        kind: str,
-        platform: str,
-        since: datetime,
-        *,
-        requester_id: str | None = None,
-        chat_id: str | None = None,
-    ) -> int: ...
 
 
 @dataclass(frozen=True)

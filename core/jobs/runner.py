@@ -22,15 +22,17 @@ import asyncio
 import base64
 import binascii
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from functools import partial
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 from core.clock import WallClock, utc_now
 from core.messages import DeliveryError, OutboundMessage, Sent
 from memory.job_types import Job
+
+if TYPE_CHECKING:  # the store itself is the seam's type; core never loads it at run time
+    from memory.jobs import JobStore as JobQueue
 
 log = logging.getLogger(__name__)
 
@@ -39,41 +41,6 @@ DEFAULT_LEASE_S = 60.0
 
 class JobLost(Exception):
     """The job is no longer this runner's (cancelled, or claimed by another after a stall)."""
-
-
-class JobQueue(Protocol):
-    """The job store's methods the runner uses (memory.jobs.JobStore)."""
-
-    async def claim(
-        self, worker: str, now: datetime, lease_s: float, kinds: Sequence[str]
-    ) -> Job | None: ...
-
-    async def renew(self, job: Job, worker: str, now: datetime, lease_s: float) -> bool: ...
-
-    async def checkpoint(self, job: Job, worker: str, progress: dict[str, Any]) -> bool: ...
-
-    async def release(self, job: Job, worker: str, *, refund: bool = False) -> bool: ...
-
-    async def finish(
-        self,
-        job: Job,
-        worker: str,
-        state: str,
-        outcome: str,
-        *,
-        result: dict[str, Any] | None = None,
-        cost_tokens: int = 0,
-    ) -> bool: ...
-
-    async def give_up(self, job: Job, now: datetime, outcome: str) -> bool: ...
-
-    async def spent(self, now: datetime, limit: int = 20) -> list[Job]: ...
-
-    async def undelivered(self, limit: int = 20) -> list[Job]: ...
-
-    async def delivered(
-        self, job: Job, now: datetime, *, result: dict[str, Any] | None = None
-    ) -> bool: ...
 
 
 @dataclass(frozen=True)
