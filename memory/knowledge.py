@@ -204,12 +204,16 @@ class KnowledgeStore:
             statement = insert(KnowledgeChunkRow).returning(
                 KnowledgeChunkRow.id, sort_by_parameter_order=True
             )
-            if postgres:
-                statement = statement.values(
-                    terms_vector=func.to_tsvector(text("'simple'"), KnowledgeChunkRow.terms)
-                )
             ids = [int(i) for i in conn.execute(statement, rows).scalars()]
-            if not postgres:
+            if postgres:
+                conn.execute(
+                    text(
+                        "UPDATE knowledge_chunks SET terms_vector = to_tsvector('simple', terms) "
+                        "WHERE document_id = :d"
+                    ),
+                    {"d": document_id},
+                )
+            else:
                 conn.execute(
                     text(f"INSERT INTO {KNOWLEDGE_FTS}(rowid, terms, scope) VALUES (:i, :t, :s)"),
                     [{"i": i, "t": c.terms, "s": scope} for i, c in zip(ids, chunks, strict=True)],
@@ -374,7 +378,8 @@ class KnowledgeStore:
 
         def write(conn: Connection) -> int:
             c = KnowledgeChunkRow
-            live = dict(conn.execute(select(c.id, c.scope).where(c.id.in_(ids))).tuples().all())
+            found = conn.execute(select(c.id, c.scope).where(c.id.in_(ids))).all()
+            live = {int(row[0]): str(row[1]) for row in found}
             have = set(
                 conn.execute(
                     select(KnowledgeVectorRow.chunk_id).where(
