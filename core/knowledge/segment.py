@@ -21,6 +21,16 @@ _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020
 _RUNS = re.compile(rf"([{_CJK}]+)|([^\W_{_CJK}]+)")
 _CJK_RUN = re.compile(rf"[{_CJK}]+")
 MAX_QUERY_TERMS = 64
+# Words a question is made of but an answer is not: dropped from queries (never from the
+# index), so a passage that only shares "how do I" with the question does not outrank
+# the one the vector search found. A query of nothing else keeps them.
+QUESTION_WORDS = frozenset(
+    "a an the is are was were be do does did i you we my your me it its of to in on at for "
+    "and or with what when where who whom which why how can could should would will there "
+    "this that these those any some from by about get has have had if so than then".split()
+    + "什么 怎么 多少 哪里 哪儿 为什 为何 是不 不是 可以 能不 么时 时候 一下 请问 的是 了吗 是什 "
+    "要多 多久 几天 几点 有什 么样".split()
+)
 
 
 def _normal(text: str) -> str:
@@ -53,7 +63,8 @@ def query_terms(text: str) -> list[str]:
         for term in _bigrams(cjk) if cjk else [word]:
             if term:
                 seen.setdefault(term, None)
-    return list(seen)[:MAX_QUERY_TERMS]
+    kept = [t for t in seen if t not in QUESTION_WORDS] or list(seen)
+    return kept[:MAX_QUERY_TERMS]
 
 
 def estimate_tokens(text: str) -> int:

@@ -34,6 +34,9 @@ from memory.knowledge import (
 log = logging.getLogger(__name__)
 
 CANDIDATES = 50  # from each of keyword and vector search, before fusion
+# Keyword hits scoring under this share of the best one matched only a stray common term;
+# fused by rank they would push the vector search's best passage out of the top k.
+KEYWORD_FLOOR = 0.25
 REEMBED_BATCH = 64
 
 __all__ = ["Added", "DocumentInfo", "Hit", "KnowledgeBase", "KnowledgeRefused", "Scope"]
@@ -212,6 +215,9 @@ class KnowledgeBase:
         limit = top_k or self._settings.top_k
         scopes = self.scopes_for(chat)
         keyword = await self._store.keyword(scopes, query_terms(query), CANDIDATES)
+        if keyword:
+            floor = keyword[0][1] * KEYWORD_FLOOR
+            keyword = [(cid, score) for cid, score in keyword if score >= floor]
         vector: list[tuple[int, float]] = []
         try:
             asked = await self._embedder.embed_query(query)
