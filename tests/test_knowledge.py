@@ -244,3 +244,20 @@ async def test_pages_given_directly_are_indexed_with_their_locators(kb: Knowledg
     await kb.add([Page("第一章 游戏规则：禁止刷屏。", "p. 3")], "规则.pdf", GROUP_A)
     hits = await kb.search("刷屏", GROUP_A)
     assert hits[0].label == "规则.pdf · p. 3"
+
+
+async def test_a_long_document_is_searchable_by_keyword_first_then_embedded(
+    kb: KnowledgeBase, fake: FakeOpenAI
+) -> None:
+    from core.knowledge.service import EMBED_INLINE_MAX
+
+    pages = [Page(f"Page {n} talks about topic{n} at length.", f"p. {n}") for n in range(1, 80)]
+    assert len(pages) > EMBED_INLINE_MAX
+    added = await kb.add(pages, "long.pdf", GROUP_A)
+    assert added.document.state == "ready" and not added.embedded
+    assert fake.embedding_requests == []
+    hits = await kb.search("topic77", GROUP_A)
+    assert hits[0].label == "long.pdf · p. 77" and hits[0].vector_rank is None
+    assert await kb.reembed() == 79
+    hits = await kb.search("topic77", GROUP_A)
+    assert hits[0].label == "long.pdf · p. 77" and hits[0].vector_rank is not None

@@ -38,6 +38,10 @@ CANDIDATES = 50  # from each of keyword and vector search, before fusion
 # fused by rank they would push the vector search's best passage out of the top k.
 KEYWORD_FLOOR = 0.25
 REEMBED_BATCH = 64
+# A document of more passages is made searchable by keyword first and embedded by
+# `reembed` afterwards: embedding 300 pages on two cores takes minutes, and nobody should
+# wait that long for the words to be findable (docs/knowledge.md has the numbers).
+EMBED_INLINE_MAX = 64
 
 __all__ = ["Added", "DocumentInfo", "Hit", "KnowledgeBase", "KnowledgeRefused", "Scope"]
 
@@ -109,11 +113,20 @@ class KnowledgeBase:
     # -- adding -----------------------------------------------------------------------
 
     async def add(
-        self, content: str | Sequence[Page], source: str, scope: Scope, *, added_by: str = ""
+        self,
+        content: str | Sequence[Page],
+        source: str,
+        scope: Scope,
+        *,
+        added_by: str = "",
+        embed: bool | None = None,
     ) -> Added:
         """Index a text (Markdown is cut at its headings) or parsed pages, all or nothing.
 
-        KnowledgeRefused (nothing stored) over a limit or for an empty document.
+        `embed`: embed the passages before the document becomes searchable (True), or make
+        it searchable by keyword now and leave the vectors to `reembed` (False); None
+        embeds inline up to EMBED_INLINE_MAX passages. KnowledgeRefused (nothing stored)
+        over a limit or for an empty document.
         """
         pages = text_pages(content, source) if isinstance(content, str) else list(content)
         pages = [p for p in pages if p.text.strip()]
@@ -145,13 +158,16 @@ class KnowledgeBase:
         info, created = await self._store.begin(draft, max_documents=limits.max_documents)
         if not created:
             return Added(info, duplicate=True, embedded=info.state == "ready")
-        return await self._index(info, passages)
+        if embed is None:
+            embed = len(passages) <= EMBED_INLINE_MAX
+        return await self._index(info, passages, embed)
 
-    async def _index(self, info: DocumentInfo, passages: Sequence[Passage]) -> Added:
+    async def _index(self, info: DocumentInfo, passages: Sequence[Passage], embed: bool) -> Added:
         try:
             vectors: np.ndarray | None = None
             try:
-                vectors = await self._embedder.embed_passages([p.text for p in passages])
+                if embed:
+                    vectors = await self._embedder.embed_passages([p.text for p in passages])
             except EmbeddingError as exc:
                 log.warning(
                     "knowledge: document %d indexed by keyword only (%s); vectors follow "
@@ -184,7 +200,7 @@ class KnowledgeBase:
         for info, pages in await self._store.unfinished():
             parts = [Page(p.get("text", ""), p.get("locator", "")) for p in pages]
             passages = chunk_pages(parts, self._settings.chunk_tokens, self._settings.chunk_overlap)
-            finished.append(await self._index(info, passages))
+            finished.append(await self._index(info, passages, len(passages) <= EMBED_INLINE_MAX))
         return finished
 
     # -- listing and removing -------------------------------------------------------------
