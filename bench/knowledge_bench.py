@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import random
 import statistics
 import subprocess
@@ -145,10 +146,33 @@ WORDS_EN = (
 WORDS_ZH = list("服务器规则封禁补丁地图武器俱乐部会议房间时间退款订单电池保修密码许可错误")
 
 
+# A corpus with a natural (Zipf) word distribution: 20,000 made-up words and the 3,000
+# commonest-looking CJK characters, so common and rare terms occur as in real text.
+_VOCAB_RNG = random.Random(1)
+_SYLLABLES = "ka ri to ne mo sa lu pe di fa go ze bu xi qo va".split()
+VOCAB_EN = [
+    "".join(_VOCAB_RNG.choices(_SYLLABLES, k=_VOCAB_RNG.randint(2, 4))) for _ in range(20_000)
+]
+VOCAB_ZH = [chr(0x4E00 + i * 7) for i in range(3000)]
+_CUM_EN = list(itertools.accumulate(1 / (r + 1) for r in range(len(VOCAB_EN))))
+_CUM_ZH = list(itertools.accumulate(1 / (r + 1) for r in range(len(VOCAB_ZH))))
+
+
 def _synthetic_text(rng: random.Random) -> str:
-    en = " ".join(rng.choices(WORDS_EN, k=rng.randint(30, 60)))
-    zh = "".join(rng.choices(WORDS_ZH, k=rng.randint(20, 60)))
+    en = " ".join(rng.choices(VOCAB_EN, cum_weights=_CUM_EN, k=rng.randint(40, 80)))
+    zh = "".join(rng.choices(VOCAB_ZH, cum_weights=_CUM_ZH, k=rng.randint(30, 80)))
     return f"{en}。{zh}。 code-{rng.randint(1, 10**6)}"
+
+
+def _questions(rng: random.Random, count: int) -> list[str]:
+    """Questions of three mid-frequency words or two CJK words, like a person's."""
+    out = []
+    for n in range(count):
+        if n % 2:
+            out.append(" ".join(rng.choice(VOCAB_EN[50:3000]) for _ in range(3)))
+        else:
+            out.append("".join(rng.choice(VOCAB_ZH[20:1500]) for _ in range(4)))
+    return out
 
 
 async def fill(store: KnowledgeStore, count: int, per_doc: int = 1000) -> float:
@@ -172,7 +196,7 @@ async def latency(folder: str, count: int, queries: int = 40) -> dict[str, float
     store = KnowledgeStore(storage.database)
     fill_s = await fill(store, count)
     kb = KnowledgeBase(store, RandomVectors(), SETTINGS)
-    asked = ["server rules ban", "退款 订单", "raid schedule guild", "密码 错误 license"]
+    asked = _questions(random.Random(5), queries)
     started = time.perf_counter()
     await kb.search(asked[0], CHAT)  # builds the scope's matrix
     first = time.perf_counter() - started
@@ -309,7 +333,8 @@ def report(
     ]
     for count, s in scale.items():
         lines.append(
-            f"- {count:,} passages (one chat + global, SQLite): search p50 "
+            f"- {count:,} passages (one chat + global, SQLite; Zipf-distributed synthetic text, "
+            f"random vectors): search p50 "
             f"{s['p50_ms']:.1f} ms, p95 {s['p95_ms']:.1f} ms (keyword part p50 "
             f"{s['keyword_p50_ms']:.1f} ms); first search builds the scope's matrix in "
             f"{s['first_s']:.2f} s; filling took {s['fill_s']:.0f} s."

@@ -43,6 +43,10 @@ __all__ = [
 ]
 
 _TERM = re.compile(r"^\w+$")
+# SQLite ranks every passage that holds any query term; a term in most passages adds
+# little to the ranking but all of their postings to the cost. Query terms are taken
+# rarest first while their passages add up to at most this many (the rarest always).
+POSTINGS_BUDGET = 20_000
 _LIVE = ("pending", "indexing", "ready")  # what counts towards a scope's documents
 
 
@@ -105,6 +109,23 @@ def check_scope(scope: str) -> str:
 
 def _clean_terms(terms: Sequence[str]) -> list[str]:
     return [t for t in terms if _TERM.match(t)]
+
+
+def _rarest(conn: Connection, terms: list[str]) -> list[str]:
+    """The terms that occur at all, rarest first, within POSTINGS_BUDGET (SQLite)."""
+    marks = ", ".join(f":t{i}" for i in range(len(terms)))
+    found = conn.execute(
+        text(f"SELECT term, doc FROM {KNOWLEDGE_FTS}_vocab WHERE term IN ({marks})"),
+        {f"t{i}": t for i, t in enumerate(terms)},
+    ).all()
+    kept: list[str] = []
+    total = 0
+    for term, count in sorted(found, key=lambda row: (int(row[1]), str(row[0]))):
+        if kept and total + int(count) > POSTINGS_BUDGET:
+            break
+        kept.append(str(term))
+        total += int(count)
+    return kept
 
 
 class KnowledgeStore:
@@ -320,7 +341,17 @@ class KnowledgeStore:
             )
             match = " OR ".join(f'"{t}"' for t in clean)
         params: dict[str, Any] = {"q": match, "n": limit, **names}
-        rows = await self._db.read(lambda conn: conn.execute(query, params).all())
+        postgres = self.dialect == "postgresql"
+
+        def read(conn: Connection) -> list[Any]:
+            if not postgres:
+                kept = _rarest(conn, clean)
+                if not kept:
+                    return []
+                params["q"] = " OR ".join(f'"{t}"' for t in kept)
+            return list(conn.execute(query, params).all())
+
+        rows = await self._db.read(read)
         return [(int(r[0]), float(r[1])) for r in rows]
 
     async def fingerprint(self, scopes: Sequence[str]) -> dict[str, tuple[int, int, str]]:

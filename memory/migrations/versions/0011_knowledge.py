@@ -98,10 +98,13 @@ def upgrade() -> None:
             "CREATE VIRTUAL TABLE knowledge_fts USING fts5("
             "terms, scope UNINDEXED, tokenize = 'unicode61')"
         )
+        # How many passages hold each term: the search skips the commonest query terms.
+        op.execute("CREATE VIRTUAL TABLE knowledge_fts_vocab USING fts5vocab(knowledge_fts, 'row')")
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "sqlite":
+        op.execute("DROP TABLE IF EXISTS knowledge_fts_vocab")
         op.execute("DROP TABLE IF EXISTS knowledge_fts")
     op.drop_index("ix_knowledge_vectors_scope_model", table_name="knowledge_vectors")
     op.drop_table("knowledge_vectors")
