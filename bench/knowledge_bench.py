@@ -85,6 +85,10 @@ class RandomVectors:
         return None
 
 
+def _lang(text: str) -> str:
+    return "zh" if any("\u4e00" <= ch <= "\u9fff" for ch in text) else "en"
+
+
 # -- 1. recall --------------------------------------------------------------------------
 
 
@@ -105,10 +109,12 @@ async def recall(folder: str, local: LocalEmbedder) -> dict[str, object]:
     scopes = KnowledgeBase.scopes_for(CHAT)
     found = {"keyword": 0, "vector": 0, "hybrid": 0}
     missed: list[str] = []
-    per_lang = {"zh": [0, 0], "en": [0, 0]}
+    per_lang = {"zh": [0, 0], "en": [0, 0], "cross": [0, 0]}
     for question, gold in QUESTIONS:
-        lang = "zh" if any("\u4e00" <= ch <= "\u9fff" for ch in question) else "en"
+        lang = _lang(question)
         per_lang[lang][1] += 1
+        if lang != _lang(PASSAGES[gold]):
+            per_lang["cross"][1] += 1
         kw = [source_of.get(h.source) for h in await keyword_kb.search(question, CHAT, 4)]
         found["keyword"] += gold in kw
         query = await local.embed_query(question)
@@ -119,6 +125,8 @@ async def recall(folder: str, local: LocalEmbedder) -> dict[str, object]:
         hy = [source_of.get(h.source) for h in await kb.search(question, CHAT, 4)]
         found["hybrid"] += gold in hy
         per_lang[lang][0] += gold in hy
+        if lang != _lang(PASSAGES[gold]):
+            per_lang["cross"][0] += gold in hy
         if gold not in hy:
             missed.append(question)
     await storage.close()
@@ -131,6 +139,8 @@ async def recall(folder: str, local: LocalEmbedder) -> dict[str, object]:
         "zh": per_lang["zh"][0] / max(per_lang["zh"][1], 1),
         "en": per_lang["en"][0] / max(per_lang["en"][1], 1),
         "zh_n": per_lang["zh"][1],
+        "cross": per_lang["cross"][0] / max(per_lang["cross"][1], 1),
+        "cross_n": per_lang["cross"][1],
         "en_n": per_lang["en"][1],
         "missed": missed,
     }
@@ -329,7 +339,8 @@ def report(
         f"- Recall@4 on {r['questions']} questions ({r['zh_n']} Chinese, {r['en_n']} English) "
         f"over {r['passages']} passages: keyword only {r['keyword']:.2f}, vectors only "
         f"{r['vector']:.2f}, **hybrid {r['hybrid']:.2f}** (Chinese {r['zh']:.2f}, English "
-        f"{r['en']:.2f}). Missed by the hybrid: {', '.join(map(str, r['missed'])) or 'none'}.",
+        f"{r['en']:.2f}; the {r['cross_n']} asked in the other language than their passage "
+        f"{r['cross']:.2f}). Missed by the hybrid: {', '.join(map(str, r['missed'])) or 'none'}.",
     ]
     for count, s in scale.items():
         lines.append(
