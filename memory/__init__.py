@@ -8,7 +8,9 @@
   turn half), over memory.memories (the memory half) and memory.ids (the user and chat
   row ids both halves share);
 - memory.migrate: engines, the `Database` runner, and `upgrade(url)` for migrations;
-- memory.models: the ORM models and the checks on what fits in a row.
+- memory.models, memory.work_models, memory.knowledge_models: the ORM models, one module
+  per table family, gathered in memory.schema; memory.rows: what fits in a row (lengths,
+  the UTC type, the checks run before any write).
 
 This file imports nothing, so importing memory.types or memory.service stays light.
 """

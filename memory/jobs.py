@@ -21,9 +21,9 @@ from sqlalchemy import Connection, and_, func, insert, or_, select, update
 
 from memory.job_types import FINISHED, Job, JobDraft, JobRefused
 from memory.migrate import Database
-from memory.models import JobRow
 from memory.records import Records
 from memory.rows import NAME_LEN, check_key, clean_text, utcnow
+from memory.work_models import JobRow
 
 __all__ = ["Job", "JobDraft", "JobRefused", "JobStore"]
 

@@ -17,10 +17,10 @@ from datetime import datetime
 from sqlalchemy import Connection, func, insert, select, update
 
 from memory.migrate import Database
-from memory.models import ReminderRow, ReminderRunRow
 from memory.records import Records
 from memory.reminder_types import Reminder, ReminderDraft, ReminderRefused, Run
 from memory.rows import NAME_LEN, check_key, clean_text, utcnow
+from memory.work_models import ReminderRow, ReminderRunRow
 
 __all__ = ["Reminder", "ReminderDraft", "ReminderRefused", "ReminderStore", "Run"]
 

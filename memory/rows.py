@@ -12,7 +12,8 @@ import hashlib
 from datetime import UTC, datetime
 from typing import get_args
 
-from sqlalchemy import BigInteger, DateTime, Integer
+from sqlalchemy import BigInteger, DateTime, Integer, Text
+from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
@@ -131,3 +132,23 @@ def memory_author(author: object, where: str = "memory") -> str:
     if not isinstance(author, str) or not author.strip() or len(author.strip()) > AUTHOR_LEN:
         raise ValueError(f"{where}: author must be 1..{AUTHOR_LEN} characters")
     return clean_text(author.strip())
+
+
+# -- the knowledge base (migration 0012) --
+
+KNOWLEDGE_STATES = ("pending", "indexing", "ready", "failed")
+GLOBAL_SCOPE = "global"  # documents every chat's turns search
+SCOPE_LEN = PLATFORM_LEN + 1 + ID_LEN  # "platform:chat_id", 161
+HASH_LEN = 64  # sha256, hex
+# The keyword index: on SQLite the FTS5 table `knowledge_fts` (made by migration 0012,
+# outside these models: a virtual table has no ORM shape); on PostgreSQL a tsvector
+# column of the chunk under a GIN index. Both index the pre-segmented `terms`.
+KNOWLEDGE_FTS = "knowledge_fts"
+TermsVector = Text().with_variant(TSVECTOR(), "postgresql")
+
+
+def described_by_models(name: str | None, type_: str, parent_names: object) -> bool:
+    """Alembic's `include_name`: False for the FTS5 table and its shadow tables, which the
+    migrations make and these models cannot describe (autogenerate and the schema test
+    compare everything else)."""
+    return not (type_ == "table" and (name or "").startswith(KNOWLEDGE_FTS))

@@ -21,7 +21,8 @@ from memory.migrate import (
     revision_of,
     upgrade,
 )
-from memory.models import Base
+from memory.rows import described_by_models
+from memory.schema import Base
 from memory.store import SqlStorage, open_storage
 from memory.types import NewTurn
 
@@ -60,7 +61,8 @@ async def _schema_state(url: str) -> tuple[set[str], str | None, list[object]]:
 
     def inspect_sync(conn: Connection) -> tuple[set[str], str | None, list[object]]:
         tables = set(inspect(conn).get_table_names())
-        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+        context = MigrationContext.configure(conn, opts={"include_name": described_by_models})
+        diff = compare_metadata(context, Base.metadata)
         return tables, revision_of(conn), diff
 
     database = Database(parse_url(url), pool_size=1)

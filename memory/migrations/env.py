@@ -15,7 +15,8 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from memory.migrate import Database, parse_url
-from memory.models import Base
+from memory.rows import described_by_models
+from memory.schema import Base
 
 config = context.config
 target_metadata = Base.metadata
@@ -28,6 +29,7 @@ def _configure(connection: Connection) -> None:
         # SQLite alters tables by copying them; later migrations need batch mode there.
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_name=described_by_models,
     )
 
 

@@ -27,6 +27,10 @@ request at the door, and `in_flight` counts requests being served, for concurren
 `record=False` keeps only `total_requests` (long benchmarks). `send_usage=False` is a
 server that never reports `usage` (neither in answers nor in streams).
 
+Embeddings: `/v1/embeddings` answers `hashed_vector(text)` per input (floats, or base64
+float32 as the SDK asks by default), records bodies in `embedding_requests`, and answers
+500 to the next `embedding_fails` requests.
+
 Prompt caching: `cache="openai"` reports `usage.prompt_tokens_details.cached_tokens`,
 `cache="deepseek"` `prompt_cache_hit_tokens`/`prompt_cache_miss_tokens`, both computed
 like a provider's prefix cache: the (approximate) tokens of the longest byte-identical
@@ -52,11 +56,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import hashlib
 import inspect
 import itertools
 import json
+import math
 import os
+import re
 import signal
+import struct
 import time
 import uuid
 from collections import deque
@@ -161,6 +169,24 @@ def _approx_tokens(text: str) -> int:
     return len(text.split())
 
 
+EMBEDDING_DIM = 64
+
+
+def hashed_vector(text: str, dim: int = EMBEDDING_DIM) -> list[float]:
+    """A deterministic stand-in for an embedding: Latin words and CJK character bigrams
+    hashed into `dim` buckets, unit length. Shared words make close vectors."""
+    lowered = text.casefold()
+    terms = re.findall(r"[a-z0-9]+", lowered)
+    cjk = re.findall(r"[\u4e00-\u9fff]+", lowered)
+    terms += [run[i : i + 2] for run in cjk for i in range(max(len(run) - 1, 1))]
+    vector = [0.0] * dim
+    for term in terms:
+        digest = hashlib.blake2b(term.encode("utf-8"), digest_size=8).digest()
+        vector[int.from_bytes(digest[:4], "little") % dim] += 1.0 if digest[4] & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+    return [v / norm for v in vector]
+
+
 class FakeOpenAI:
     """An aiohttp server speaking OpenAI's chat.completions wire format; see module doc."""
 
@@ -215,6 +241,10 @@ class FakeOpenAI:
         self.image_url: str | None = None  # answer a URL to this picture instead of b64_json
         self.image_requests: list[dict[str, Any]] = []  # the JSON bodies, in order
         self.images_answered = 0  # pictures handed out (what a real provider bills)
+        # Embeddings: hashed bag-of-terms vectors (texts sharing words point the same way).
+        self.embedding_requests: list[dict[str, Any]] = []
+        self.embedding_fails = 0  # the next N embeddings requests answer 500
+        self.embedding_dim = EMBEDDING_DIM
 
     # -- lifecycle -------------------------------------------------------------------
     async def __aenter__(self) -> FakeOpenAI:
@@ -232,6 +262,7 @@ class FakeOpenAI:
         app.router.add_post("/v1/audio/speech", self._speech)
         app.router.add_post("/v1/images/generations", self._images)
         app.router.add_get("/files/picture.png", self._picture)  # what `image_url` names
+        app.router.add_post("/v1/embeddings", self._embeddings)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port, backlog=4096)
@@ -403,6 +434,35 @@ class FakeOpenAI:
     def picture_url(self) -> str:
         """Where this server serves `image_png` (set `image_url` to it: a URL answer)."""
         return f"http://{self._host}:{self.port}/files/picture.png"
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        """`/v1/embeddings`: records the body; answers one hashed vector per input, as
+        floats or as base64 float32 (what the openai SDK asks for by default)."""
+        body = await request.json()
+        self.embedding_requests.append(body)
+        if self.embedding_fails:
+            self.embedding_fails -= 1
+            return _error(500, "embeddings failed")
+        texts = body.get("input")
+        texts = [texts] if isinstance(texts, str) else list(texts or [])
+        data = []
+        for index, text in enumerate(texts):
+            vector = hashed_vector(str(text), self.embedding_dim)
+            if body.get("encoding_format") == "base64":
+                packed = struct.pack(f"<{len(vector)}f", *vector)
+                value: Any = base64.b64encode(packed).decode("ascii")
+            else:
+                value = vector
+            data.append({"object": "embedding", "index": index, "embedding": value})
+        tokens = sum(_approx_tokens(str(t)) for t in texts)
+        return web.json_response(
+            {
+                "object": "list",
+                "model": body.get("model"),
+                "data": data,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response(
