@@ -15,6 +15,7 @@ from core.jobs.runner import JobContext, JobOutcome, JobRunner
 from core.messages import DeliveryError, OutboundMessage, Sent
 from memory.job_types import Job, JobDraft, JobRefused
 from memory.store import SqlStorage
+from tests.fakes.manual_clock import ManualWallClock
 
 LEASE_S = 0.3
 
@@ -102,14 +103,16 @@ async def test_two_runners_claim_a_job_once(storage: SqlStorage) -> None:
 
 async def test_a_dead_runners_job_resumes_from_its_checkpoint(storage: SqlStorage) -> None:
     """A process claimed the job, got to step 2 and died (its lease was never renewed)."""
+    clock = ManualWallClock(utc_now())
     job = await storage.jobs.add(draft(to=5))
-    dead = await storage.jobs.claim("dead", utc_now(), 0.05, ["count"])
+    dead = await storage.jobs.claim("dead", clock(), 60, ["count"])
     assert dead is not None and dead.id == job.id
     assert await storage.jobs.checkpoint(dead, "dead", {"step": 2})
     chat = Chat()
-    alive = runner(storage, chat, "alive", count=counted)
-    assert await alive.tick() == 0  # the lease still holds
-    await asyncio.sleep(0.1)
+    alive = JobRunner(storage.jobs, {"count": counted}, chat.send, worker="alive", clock=clock)
+    clock.advance(seconds=59)
+    assert await alive.tick() == 0  # the dead process's lease still holds
+    clock.advance(seconds=2)
     assert await alive.tick() == 1
     await alive.idle()
     assert [m.text for m in chat.sent] == ["counted to 5, resumed at 2"]
