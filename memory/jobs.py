@@ -77,14 +77,10 @@ class JobStore:
                 conn.execute(insert(JobRow).values(**values).returning(JobRow.id)).scalar_one()
             )
 
-        job_id = await self._db.write(write)
-        job = await self.get(job_id)
-        assert job is not None
-        return job
+        return await _JOBS.written(self._db, await self._db.write(write))
 
     async def get(self, job_id: int) -> Job | None:
-        query = _JOBS.select().where(JobRow.id == job_id)
-        return await _JOBS.one(self._db, query)
+        return await _JOBS.by_id(self._db, job_id)
 
     async def listing(
         self, platform: str, chat_id: str, *, requester_id: str | None = None, limit: int = 20

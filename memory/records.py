@@ -22,6 +22,7 @@ class Records(Generic[R]):
     def __init__(self, table: type, record: Callable[..., R]) -> None:
         fields = getattr(record, "__dataclass_fields__")  # noqa: B009 (a dataclass type)
         self.columns = tuple(getattr(table, name) for name in fields)
+        self._id = getattr(table, "id")  # noqa: B009 (every record table has one)
         self._record = record
 
     def select(self) -> Select[Any]:
@@ -33,6 +34,17 @@ class Records(Generic[R]):
     async def one(self, database: Database, query: Select[Any]) -> R | None:
         row = await database.read(lambda conn: conn.execute(query).first())
         return self.of(row) if row is not None else None
+
+    async def by_id(self, database: Database, row_id: int) -> R | None:
+        """The record of row `row_id` (the table's `id` column), or None."""
+        return await self.one(database, self.select().where(self._id == row_id))
+
+    async def written(self, database: Database, row_id: int) -> R:
+        """The record of a row this process has just written (so it exists)."""
+        found = await self.by_id(database, row_id)
+        if found is None:
+            raise LookupError(f"row {row_id} vanished right after it was written")
+        return found
 
     async def all(self, database: Database, query: Select[Any]) -> list[R]:
         rows = await database.read(lambda conn: conn.execute(query).all())

@@ -87,14 +87,10 @@ class ReminderStore:
             found = conn.execute(insert(ReminderRow).values(**values).returning(ReminderRow.id))
             return int(found.scalar_one())
 
-        new_id = await self._db.write(write)
-        found = await self.get(new_id)
-        assert found is not None
-        return found
+        return await _REMINDERS.written(self._db, await self._db.write(write))
 
     async def get(self, reminder_id: int) -> Reminder | None:
-        query = _REMINDERS.select().where(ReminderRow.id == reminder_id)
-        return await _REMINDERS.one(self._db, query)
+        return await _REMINDERS.by_id(self._db, reminder_id)
 
     async def listing(
         self,

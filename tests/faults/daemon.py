@@ -142,6 +142,11 @@ class Daemon:
             await self.wait()
 
 
+# Two replicas of one PostgreSQL database at once: sized so both fit a default server
+# (max_connections 100), since a replica now counts the others before it starts.
+TWO_REPLICAS = {"CHATTERD_STORAGE__POOL_SIZE": "8", "CHATTERD_BOT__MAX_IN_FLIGHT": "16"}
+
+
 def daemon_env(
     tmp_path: Path,
     *,

@@ -28,7 +28,7 @@ from tests.fakes.onebot_impl import HOLD, FakeOneBot
 from tests.fakes.openai_server import FakeOpenAI, last_user_text
 from tests.fakes.openai_stream import StreamShape
 from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, private_chat, user
-from tests.faults.daemon import Blackhole, Daemon, daemon_env, free_port
+from tests.faults.daemon import TWO_REPLICAS, Blackhole, Daemon, daemon_env, free_port
 
 pytestmark = pytest.mark.faults
 
@@ -339,11 +339,11 @@ async def test_a_dead_replicas_turn_is_answered_by_the_other(
 ) -> None:
     _postgres_only(database_url)
     async with FakeOpenAI(reply=answer_by_name) as other_model:
-        a = await harness.daemon()
+        a = await harness.daemon(TWO_REPLICAS)
         harness.model.pause()
         harness.say(PEOPLE[0])
         await harness.model.wait_for_requests(1, timeout_s=15)
-        b = await harness.daemon(model_url=other_model.base_url)
+        b = await harness.daemon(TWO_REPLICAS, model_url=other_model.base_url)
         a.kill()
         await a.wait()
         await harness.settled(b)

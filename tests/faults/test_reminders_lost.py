@@ -25,7 +25,7 @@ from aiohttp import web
 from memory.migrate import Database, parse_url
 from memory.reminders import ReminderStore, Run
 from tests.fakes.telegram_server import entity, group_chat, private_chat
-from tests.faults.daemon import Daemon
+from tests.faults.daemon import TWO_REPLICAS, Daemon
 from tests.faults.test_nothing_lost import PEOPLE, Harness
 
 pytestmark = pytest.mark.faults
@@ -127,10 +127,12 @@ async def test_two_replicas_send_every_occurrence_of_a_repeat_once_with_one_kill
 ) -> None:
     if not database_url.startswith("postgresql"):
         pytest.skip("replicas share a PostgreSQL database")
-    a = await harness.daemon(EXTRA)
+    a = await harness.daemon({**EXTRA, **TWO_REPLICAS})
     command(harness, GROUP, "/remind every 5s stand up")
     await harness.tg.wait_for("sendMessage", 1, within_s=15)
-    b = await harness.daemon(EXTRA)  # after the command: one of them takes each update
+    b = await harness.daemon(
+        {**EXTRA, **TWO_REPLICAS}
+    )  # after the command: one of them takes each update
     assert b.proc is not None
     b_pid = b.proc.pid
     await until(lambda: len(reminder_texts(harness, GROUP["id"])) >= 3, [a, b], 40)
