@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ import pytest
 from bot.wiring.app import App
 from channels.onebot.channel import OneBotChannel
 from core.messages import ChatType
-from core.turn.bursts import BurstOptions, leading_burst
+from core.turn.bursts import BurstOptions, in_arrival_order, leading_burst
 from memory.store import SqlStorage
 from memory.types import IntakeDraft, IntakeEntry
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot
@@ -303,3 +303,14 @@ async def test_a_qq_group_burst_merges_only_what_calls_the_bot(rig: Burster) -> 
 
 def qq_text(text: str) -> dict[str, Any]:
     return {"type": "text", "data": {"text": text}}
+
+
+def test_recovery_puts_a_burst_back_in_the_order_it_was_sent() -> None:
+    """Two messages handled at once can get their intake ids the other way round
+    (PostgreSQL ran the second insert first); the merged turn follows the platform's
+    time and message number, not the row id (seen on PostgreSQL in the kill -9 test)."""
+    first, second = _entry(7, "a", 0), _entry(6, "a", 0)  # same second, ids swapped
+    first = replace(first, platform_message_id="100")
+    second = replace(second, platform_message_id="101")
+    rows = sorted([first, second], key=lambda e: e.id)  # as recovery reads them
+    assert [e.platform_message_id for e in in_arrival_order(rows)] == ["100", "101"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Generic, TypeVar
 
 from core.messages import ChatType
@@ -127,3 +128,15 @@ def leading_burst(entries: Sequence[IntakeEntry], options: BurstOptions) -> list
             break
         taken.append(entry)
     return taken
+
+
+def in_arrival_order(entries: Sequence[IntakeEntry]) -> list[IntakeEntry]:
+    """A burst's rows as the sender sent them. Row ids follow the order the inserts ran
+    in, which two messages handled at once (PostgreSQL) can swap; the platform's time and
+    then its message number (Telegram's and QQ's grow) say the order they were sent."""
+    return sorted(entries, key=_sent_order)
+
+
+def _sent_order(entry: IntakeEntry) -> tuple[datetime, int, int]:
+    number = entry.platform_message_id or ""
+    return entry.received_at, int(number) if number.isdigit() else 0, entry.id

@@ -22,7 +22,7 @@ from core.tasks import TaskTracker
 from core.tools.loop import ToolLoop
 from core.tools.registry import ToolContext
 from core.turn.accepted import SCHEDULED_PREFIX, intake_draft, reply_for, restored_message
-from core.turn.bursts import BurstOptions, Bursts, leading_burst
+from core.turn.bursts import BurstOptions, Bursts, in_arrival_order, leading_burst
 from core.turn.compacting import BackgroundCompaction
 from core.turn.delivery import ChannelRoutes, Outbox
 from core.turn.ordering import ChatSerializer, ChatTicket
@@ -195,7 +195,7 @@ class MessageProcessor:
             return 0
         burst = self._options.burst
         merges = self._outbox.merges_bursts(entries[0].platform)
-        group = leading_burst(entries, burst) if merges else []
+        group = in_arrival_order(leading_burst(entries, burst)) if merges else []
         group = group or list(entries[:1])
         return len(group) if await self._resume(group) else 0
 
