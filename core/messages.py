@@ -89,6 +89,11 @@ class InboundMessage(InChat):
         """Long-term memory is keyed by (platform, user)."""
         return f"{self.platform}:{self.sender_id}"
 
+    @property
+    def scheduled(self) -> bool:
+        """A scheduled task's own turn (its id is ours, not a platform message's)."""
+        return (self.message_id or "").startswith(SCHEDULED_PREFIX)
+
 
 class StoredChat(Protocol):
     """A stored record's chat: an accepted message (IntakeEntry), a reminder."""

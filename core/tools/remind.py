@@ -9,7 +9,7 @@ confirmation line with the id, or the one-line refusal.
 
 from __future__ import annotations
 
-from core.messages import SCHEDULED_PREFIX, InboundMessage
+from core.messages import InboundMessage
 from core.reminders.service import Reminders
 from core.tools.registry import Observation, Tool, ToolContext, ToolParam
 from memory.reminder_types import ReminderRefused
@@ -37,7 +37,7 @@ def remind_tool(reminders: Reminders, *, enabled: bool = True) -> Tool:
         message = ctx.extra.get("inbound")
         if not isinstance(message, InboundMessage):
             return Observation("Reminders are not available in this conversation.", ok=False)
-        if (message.message_id or "").startswith(SCHEDULED_PREFIX):
+        if message.scheduled:
             # a scheduled task must not re-create itself or others (the agent re-adding
             # a job someone deleted): only people set reminders
             return Observation("A scheduled task cannot set reminders.", ok=False)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from core.messages import (
-    SCHEDULED_PREFIX,
     Attachment,
     ChatType,
     ImageRef,
@@ -70,8 +69,7 @@ def restored_message(entry: IntakeEntry, routes: ChannelRoutes | None) -> Inboun
 
 def reply_for(message: InboundMessage, text: str, *, late: bool) -> OutboundMessage:
     """The reply: in a group (or when it comes late, after a restart) it quotes the message."""
-    scheduled = (message.message_id or "").startswith(SCHEDULED_PREFIX)
-    quote = (message.chat_type is ChatType.GROUP or late) and not scheduled
+    quote = (message.chat_type is ChatType.GROUP or late) and not message.scheduled
     return OutboundMessage(
         platform=message.platform,
         chat_id=message.chat_id,

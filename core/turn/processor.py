@@ -21,7 +21,7 @@ from core.streaming import ReplyStream
 from core.tasks import TaskTracker
 from core.tools.loop import ToolLoop
 from core.tools.registry import ToolContext
-from core.turn.accepted import SCHEDULED_PREFIX, intake_draft, reply_for, restored_message
+from core.turn.accepted import intake_draft, reply_for, restored_message
 from core.turn.bursts import BurstOptions, Bursts, in_arrival_order, leading_burst
 from core.turn.compacting import BackgroundCompaction
 from core.turn.delivery import ChannelRoutes, Outbox
@@ -34,14 +34,11 @@ from memory.types import (
     ChatKey,
     IntakeEntry,
     NewTurn,
-    TurnState,
 )
 
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3  # a message that was started this often without an answer is given up
-
-
 REPORTS_KEPT = 10_000  # /context reports remembered, most recent chats first
 # (message, it was spoken, reply text) -> the reply as audio, or None (core/media/speaking.py).
 Speaker = Callable[[InboundMessage, bool, str], Awaitable[bytes | None]]
@@ -147,8 +144,7 @@ class MessageProcessor:
         """How long this message waits for its sender's next one (0: answered alone).
         Only where the reply is pushed (an HTTP caller waits for its own answer) and
         messages can come while one is answered (not the console)."""
-        scheduled = (message.message_id or "").startswith(SCHEDULED_PREFIX)
-        if scheduled or message.message_id is None:
+        if message.scheduled or message.message_id is None:
             return 0.0
         if not self._outbox.merges_bursts(message.platform):
             return 0.0
@@ -384,7 +380,7 @@ class MessageProcessor:
             apology = APOLOGY.get(exc.kind, GENERIC_APOLOGY)
             return await self._apologise(entry, message, user_turns, merged, apology, stream)
         turns = [*user_turns, *(self._turns.bot(message, draft) for draft in result.drafts())]
-        if not await self._settle(entry.id, turns, "answered", merged):
+        if not await self._store.settle(entry.id, turns, "answered", merged=merged):
             return await self._answered_elsewhere(entry, message, late)
         # What fell out of this context: the oldest turns of the history it was given.
         if not self._closing:
@@ -410,19 +406,10 @@ class MessageProcessor:
     ) -> None:
         """A model failure: the user turns are kept, the messages are `failed` (not
         retried later), and the user is told so (in place of any preview already shown)."""
-        if not await self._settle(entry.id, user_turns, "failed", merged):
+        if not await self._store.settle(entry.id, user_turns, "failed", merged=merged):
             return await self._answered_elsewhere(entry, message, False)
         await self._outbox.tell(reply_for(message, text, late=False), stream)
         return None
-
-    async def _settle(
-        self, entry_id: int, turns: list[NewTurn], state: TurnState, merged: list[int]
-    ) -> bool:
-        """One transaction for the turns and every row of the burst (`merged`: the rows
-        before the one carrying the reply, whose user turns come first in `turns`)."""
-        if merged:
-            return await self._store.settle(entry_id, turns, state, merged=merged)
-        return await self._store.settle(entry_id, turns, state)
 
     async def settle(self) -> None:
         """Wait for background work (summaries being written) to finish."""
