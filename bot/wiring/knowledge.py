@@ -134,6 +134,10 @@ class DaemonKnowledge:
         command = KbCommand(self, admins, group_members_add=self.settings.group_members_add)
         commands.add("kb", command)
 
+    async def settle(self) -> None:
+        """Wait until every document added here has its vectors (the CLI, before exit)."""
+        await self._direct.settle()
+
     async def close(self) -> None:
         await self._direct.close()
         if self._kb is not None:

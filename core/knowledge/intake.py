@@ -73,6 +73,10 @@ class DirectIntake:
         if not task.cancelled() and task.exception() is not None:
             log.warning("knowledge: background embedding failed: %s", task.exception())
 
+    async def settle(self) -> None:
+        """Wait for the vectors still being made (the CLI, before it exits)."""
+        await asyncio.gather(*self._background, return_exceptions=True)
+
     async def close(self) -> None:
         for task in list(self._background):
             task.cancel()
