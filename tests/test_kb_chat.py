@@ -162,3 +162,20 @@ async def test_an_idle_daemon_does_not_load_the_knowledge_base(rig: Rig, fake: F
     assert fake.embedding_requests == []
     await command(rig, "/kb add", attachments=(document(HANDBOOK, "handbook.md"),))
     assert rig.app.knowledge.loaded and fake.embedding_requests
+
+
+async def test_the_knowledge_tool_in_native_mode(
+    storage: SqlStorage, tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    knowledge = {"embeddings": "openai", "base_url": fake.base_url}
+    async with build_rig(storage, tmp_path, knowledge=knowledge, tools={"mode": "native"}) as rig:
+        await command(rig, "/kb add", attachments=(document(HANDBOOK, "handbook.md"),))
+        rig.fake.reply_tool_calls([{"name": "knowledge", "arguments": {"query": "treasurer"}}])
+        rig.fake.reply("Marta [1].")
+        await ask(rig, "bot, who collects the money?", chat=GROUP_A)
+        offered = [t["function"]["name"] for t in rig.fake.requests[-2].get("tools", [])]
+        assert "knowledge" in offered
+        answered = rig.fake.requests[-1]["messages"]
+        result = [m for m in answered if m.get("role") == "tool"]
+        assert result and "Marta" in content_text(result[-1]["content"])
+        assert 'handbook.md · "Fees"' in content_text(result[-1]["content"])
