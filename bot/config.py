@@ -45,6 +45,7 @@ from bot.sections import (
 )
 from bot.wiring.media_config import DocumentsConfig, LinksConfig, VoiceConfig
 from channels.config import HttpConfig, OnebotConfig, TelegramConfig
+from core.knowledge.settings import KnowledgeSettings
 from core.tools.mcp.config import McpConfig
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,7 @@ class Settings(BaseSettings):
     reminders: RemindersConfig = RemindersConfig()
     jobs: JobsConfig = JobsConfig()
     images: ImagesConfig = ImagesConfig()
+    knowledge: KnowledgeSettings = KnowledgeSettings()  # core/knowledge/settings.py
 
     @model_validator(mode="after")
     def _telegram_rate_limit_moved(self) -> Settings:

@@ -76,6 +76,9 @@ class InboundMessage(InChat):
     chat_title: str | None = None  # a group's name where the platform says it (console)
     attachments: tuple[Attachment, ...] = ()  # documents, voice notes, audio
     reply_text: str | None = None  # the replied-to message's text (its links are read too)
+    # The replied-to message's documents, where the platform says (Telegram): `/kb add` as
+    # a reply to a shared file reads it. Never stored, never read for a normal turn.
+    reply_attachments: tuple[Attachment, ...] = ()
     # The channel's handle of a request still waiting for its answer (HTTP pairs each
     # request with the reply sent for it); never stored, so a recovered message has none.
     request_id: str | None = None

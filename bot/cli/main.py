@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     from bot.cli.jobs import add_jobs_parser
 
     add_jobs_parser(sub)
+    from bot.cli.kb import add_kb_parser
+
+    add_kb_parser(sub)
     return parser
 
 
@@ -118,6 +121,10 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from bot.cli.turns import run_turns_command
 
         return asyncio.run(run_turns_command(args, settings))
+    if args.command == "kb":
+        from bot.cli.kb import run_kb_command
+
+        return asyncio.run(run_kb_command(args, settings))
     if args.command == "reminders":
         from bot.cli.reminders import run_reminders_command
 

@@ -94,6 +94,7 @@ class Commands:
             "schedule",
             "jobs",
             "draw",
+            "kb",
         )
         return [name for name in known if name in self._handlers]
 
@@ -134,6 +135,11 @@ class Commands:
             *(
                 ["/draw <what> — a picture, sent when it is drawn"]
                 if "draw" in self._handlers
+                else []
+            ),
+            *(
+                ["/kb — the documents I search here: /kb add, list, remove, search"]
+                if "kb" in self._handlers
                 else []
             ),
             *(

@@ -26,6 +26,7 @@ from bot.dispatcher import Dispatcher
 from bot.errors import channel_start_failure
 from bot.wiring.images import Drawing, build_drawing
 from bot.wiring.jobs import build_job_runner
+from bot.wiring.knowledge import DaemonKnowledge, build_knowledge
 from bot.wiring.models import (
     chat_model,
     check_model_reachable,
@@ -133,6 +134,7 @@ class App:
         # Work that outlives a turn (core/jobs/runner.py); features register their kinds.
         self.jobs: JobRunner | None = None
         self._drawing: Drawing | None = None  # pictures ([images]), when enabled
+        self.knowledge: DaemonKnowledge | None = None  # [knowledge]: /kb, passages, the tool
 
     def health(self) -> dict[str, ChannelHealth]:
         return {channel.name: channel.health() for channel in self.channels}
@@ -204,6 +206,14 @@ class App:
         self._shared = SharedMedia(
             settings, self._stack, meter, self._seams.links_resolver, counter
         )
+        self.knowledge = build_knowledge(
+            settings.knowledge,
+            self.storage.database,
+            self._stack,
+            sandbox=self._shared.sandbox,
+            pages=self._shared.pages if settings.links.enabled else None,
+            max_file_bytes=settings.documents.max_bytes,
+        )
         context = ContextBuilder(
             settings.bot.workspace,
             max_tokens=settings.llm.context_window,
@@ -231,6 +241,7 @@ class App:
             chat_persona=lambda platform, chat_id: _persona(chat_settings, platform, chat_id),
             read_shared=self._shared.reader,
             speak=self._shared.voice_replies,
+            knowledge=self.knowledge.lookup if self.knowledge is not None else None,
         )
         self.recovery = Recovery(
             self.storage.intake,
@@ -263,6 +274,8 @@ class App:
         commands.add("jobs", JobsCommand(self.storage.jobs, admins, clock=self._clock))
         if self._drawing is not None:  # the "draw" job kind and /draw
             self._drawing.attach(self.jobs, commands, meter)
+        if self.knowledge is not None:
+            self.knowledge.add_commands(commands, admins)
         if self.reminders is not None:
             add_commands(commands, self.reminders, admins)
             self.scheduler = build_scheduler(
@@ -394,6 +407,8 @@ class App:
         self._shared.add_tools(registry)
         if self._drawing is not None:
             self._drawing.add_tool(registry)  # offered only to those [images] allow
+        if self.knowledge is not None:
+            self.knowledge.add_tool(registry)  # searches the sender's chat and global
         return ToolLoop(
             registry,
             llm,

@@ -47,7 +47,8 @@ class SharedMedia:
             allow_private_hosts=tuple(links.allow_hosts),
             user_agent="Mozilla/5.0 (compatible; chatterd)",
         )
-        sandbox = ParseSandbox()  # pages and documents are parsed in limited children
+        # Pages and documents (and /kb add's files) are parsed in limited children.
+        self.sandbox = sandbox = ParseSandbox()
         stack.push_async_callback(sandbox.close)
         self.pages = PageReader(SafeDownloader(policy, resolver=resolver), sandbox=sandbox)
         self.speech = self._speech(settings, meter)

@@ -129,6 +129,9 @@ def normalise(
         chat_title=clean_name(msg.chat.title) or None if chat_type is ChatType.GROUP else None,
         attachments=attachments,
         reply_text=(reply.text or reply.caption or None) if reply is not None else None,
+        reply_attachments=_attachments(reply, attachment_ref)
+        if reply is not None and attachment_ref is not None
+        else (),
         unreadable=unreadable,  # a sticker, a poll: the dispatcher decides who is told
     )
 

@@ -28,10 +28,12 @@ from core.context.compaction import SUMMARY_COMPONENT, summary_text
 from core.context.history import HistoryFit, MessageCost, fit_history
 from core.context.history_views import HistoryItem, TurnHistory, Uncounted, as_history_items
 from core.context.parts import (
+    KNOWLEDGE_COMPONENT,
     TOOL_GUIDE,
     SystemComponent,
     chat_persona_component,
     memory_component,
+    retrieved_component,
     session_component,
 )
 from core.context.report import BuiltContext, ContextReport, SummaryInfo
@@ -319,6 +321,8 @@ class ContextBuilder:
             )
         if summary := summary_text(turn.summary, turn.summary_through):
             parts.append(SystemComponent(SUMMARY_COMPONENT, summary, ComponentPriority.MEDIUM))
+        if turn.knowledge is not None:  # LOW, in the tail: cut first, after the history
+            parts.append(retrieved_component(turn.knowledge.text, KNOWLEDGE_COMPONENT))
         built = self.build(
             TurnHistory(turn.history),
             turn.user_content,
@@ -328,9 +332,12 @@ class ContextBuilder:
             reserved_tokens=turn.tool_tokens,
             layout=layout,
         )
-        if turn.tool_tokens or turn.tools_dropped:
+        if turn.tool_tokens or turn.tools_dropped or turn.knowledge is not None:
             report = replace(
-                built.report, tool_tokens=turn.tool_tokens, tools_dropped=turn.tools_dropped
+                built.report,
+                tool_tokens=turn.tool_tokens,
+                tools_dropped=turn.tools_dropped,
+                knowledge=turn.knowledge,
             )
             built = BuiltContext(built.messages, report)
         if turn.summary is None:

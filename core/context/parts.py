@@ -20,6 +20,7 @@ IDENTITY, TIME, SESSION = "Identity", "Current time", "Session"
 TOOL_GUIDE, SENDER_MEMORY, RETRIEVED = "Tool guide", "Sender memory", "Retrieved material"
 SKILLS_SUMMARY = "Skills"
 CHAT_PERSONA = "Chat persona"
+KNOWLEDGE_COMPONENT = "Knowledge base"  # passages from the chat's and global documents
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,16 @@ class SummaryInfo:
 
 
 @dataclass(frozen=True)
+class KnowledgeNote:
+    """The knowledge base's passages for this turn: the framed text the model sees, and
+    the labels of the passages shown and of those the budget left out (for the report)."""
+
+    text: str
+    shown: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ContextReport:
     """What one build put in front of the model, and what it left out.
 
@@ -57,6 +67,7 @@ class ContextReport:
     summary: SummaryInfo | None = None  # the progress summary shown above the history
     tool_tokens: int = 0  # function-tool definitions sent beside the messages (native mode)
     tools_dropped: tuple[str, ...] = ()  # tools the sender may use, left out for the budget
+    knowledge: KnowledgeNote | None = None  # passages retrieved from the knowledge base
 
 
 @dataclass(frozen=True)
@@ -103,7 +114,18 @@ def format_report(report: ContextReport) -> str:
             f"Tool definitions: {report.tool_tokens} tokens"
             + (f"; left out to fit: {cut}." if cut else ".")
         )
+    if report.knowledge is not None:
+        lines.append(knowledge_line(report.knowledge))
     return "\n".join(lines)
+
+
+def knowledge_line(note: KnowledgeNote) -> str:
+    """`Knowledge: [1] rules.md · "Bans", [2] ...; left out for the budget: ...`."""
+    shown = ", ".join(f"[{n}] {label}" for n, label in enumerate(note.shown, start=1))
+    line = f"Knowledge: {shown or 'nothing shown'}"
+    if note.dropped:
+        line += "; left out for the budget: " + ", ".join(note.dropped)
+    return line + "."
 
 
 def _component_line(comp: dict[str, Any]) -> str:

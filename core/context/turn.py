@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from core.context.report import BuiltContext
+from core.context.report import BuiltContext, KnowledgeNote
 from core.messages import InboundMessage
 from memory.types import MemoryItem, Turn
 
@@ -32,11 +32,16 @@ class TurnInput:
     chat_persona: str = ""  # this chat's own persona line (`/bot persona`), set by an admin
     tool_tokens: int = 0  # function-tool definitions sent with the request (budgeted)
     tools_dropped: tuple[str, ...] = ()  # allowed tools left out of the offer to fit
+    knowledge: KnowledgeNote | None = None  # this chat's and the global documents' passages
 
 
 # (platform, chat_id) -> that chat's persona line, "" for none (the daemon reads
 # memory.chat_settings through a short cache); injected into the processor.
 ChatPersona = Callable[[str, str], Awaitable[str]]
+
+# (the message, the text to search for) -> passages from its chat's and the global
+# documents, None for none; injected into the processor (bot/wiring/knowledge.py).
+KnowledgeLookup = Callable[[InboundMessage, str], Awaitable[KnowledgeNote | None]]
 
 
 class TurnContextBuilder(Protocol):

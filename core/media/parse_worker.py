@@ -45,7 +45,19 @@ def _page(args: dict[str, Any], data: bytes) -> dict[str, Any]:
     return {"title": title[:1000], "text": text[: int(args["max_chars"])]}
 
 
-JOBS: dict[str, Job] = {"document": _document, "page": _page}
+def _pdf_pages(args: dict[str, Any], data: bytes) -> dict[str, Any]:
+    """A PDF's pages with their numbers, for the knowledge base's `p. N` citations."""
+    from core.knowledge.chunking import pdf_pages
+    from core.media.documents import BadDocument
+
+    try:
+        pages = pdf_pages(data, int(args["max_pages"]))
+    except ValueError as exc:
+        raise BadDocument(str(exc)) from None
+    return {"pages": [{"text": p.text, "locator": p.locator} for p in pages]}
+
+
+JOBS: dict[str, Job] = {"document": _document, "page": _page, "pdf_pages": _pdf_pages}
 
 
 def limit_self(cpu_s: int, memory_mb: int) -> None:

@@ -12,7 +12,7 @@ from cachetools import LRUCache
 from core.context.compaction import Compactor
 from core.context.report import ContextReport
 from core.context.tokens import TokenCounter
-from core.context.turn import ChatPersona, TurnContextBuilder, TurnInput
+from core.context.turn import ChatPersona, KnowledgeLookup, TurnContextBuilder, TurnInput
 from core.inject import inject
 from core.llm import LLMError
 from core.messages import InboundMessage
@@ -76,8 +76,11 @@ class MessageProcessor:
         chat_persona: ChatPersona | None = None,
         read_shared: SharedMaterialReader | None = None,
         speak: Speaker | None = None,
+        knowledge: KnowledgeLookup | None = None,
     ) -> None:
+        """`knowledge`: the chat's and global documents' passages for a turn, if any."""
         self._store = store
+        self._knowledge = knowledge
         self._speak = speak
         self._chat_persona = chat_persona
         self._context = context
@@ -366,6 +369,9 @@ class MessageProcessor:
                 summary=found.summary,
                 summary_through=found.summary_through,
                 chat_persona=await self._persona(message),
+                knowledge=await self._knowledge(message, "\n".join(m.text for _, m in items))
+                if self._knowledge is not None
+                else None,
             )
         )
         self._last_reports[message.chat_key] = built.report

@@ -1,0 +1,83 @@
+"""The one seam every "add this to the knowledge base" goes through (`/kb add`, the CLI).
+
+Why a seam: today a document is indexed right away (`DirectIntake` calls
+`KnowledgeBase.add`); ingestion as a durable job implements the same Protocol and the
+callers do not change. The answer is one line for the chat or the shell.
+Why no numpy here: the command module imports this at start; the knowledge base itself
+is built (and numpy imported) only when the first document is added.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from core.knowledge.chunking import Page
+
+if TYPE_CHECKING:
+    from core.knowledge.service import KnowledgeBase
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AddRequest:
+    """One document to add: already read to text (or a PDF's numbered pages)."""
+
+    scope: str  # "platform:chat_id" (e.g. "telegram:-100123", "qq:group:5") or "global"
+    source: str  # the name shown in citations: a file name or a URL
+    content: str | tuple[Page, ...]
+    added_by: str = ""  # "platform:user_id", or "cli"
+
+
+class KnowledgeIntake(Protocol):
+    async def add(self, request: AddRequest) -> str:
+        """Add the document; one line saying what happened (added, duplicate, refused)."""
+        ...
+
+
+class DirectIntake:
+    """Indexes in this call; a long document's vectors follow in a background task."""
+
+    def __init__(self, knowledge: Callable[[], Awaitable[KnowledgeBase]]) -> None:
+        self._knowledge = knowledge
+        self._background: set[asyncio.Task[int]] = set()
+
+    async def add(self, request: AddRequest) -> str:
+        from core.knowledge.service import KnowledgeRefused, Scope
+
+        kb = await self._knowledge()
+        content = request.content if isinstance(request.content, str) else list(request.content)
+        try:
+            added = await kb.add(
+                content, request.source, Scope(request.scope), added_by=request.added_by
+            )
+        except KnowledgeRefused as refused:
+            return f"Not added: {refused}."
+        doc = added.document
+        if added.duplicate:
+            return f"Already in the knowledge base: #{doc.id} {doc.source} (the same text)."
+        line = f"Added #{doc.id} {doc.source}: {doc.chunk_count} passage(s)"
+        if not added.embedded:
+            task = asyncio.create_task(kb.reembed())
+            self._background.add(task)
+            task.add_done_callback(self._done)
+            line += ", searchable by keyword now and by meaning once embedded"
+        return line + "."
+
+    def _done(self, task: asyncio.Task[int]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("knowledge: background embedding failed: %s", task.exception())
+
+    async def settle(self) -> None:
+        """Wait for the vectors still being made (the CLI, before it exits)."""
+        await asyncio.gather(*self._background, return_exceptions=True)
+
+    async def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)

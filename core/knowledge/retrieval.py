@@ -1,0 +1,45 @@
+"""A turn's passages from the knowledge base, as the context engine takes them.
+
+Why here and not in the processor: the turn path only knows `KnowledgeLookup` (a message
+and a query in, a `KnowledgeNote` out); which documents a chat may see, how many
+passages, and the budget they get are the knowledge base's rules.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from core.context.report import KnowledgeNote
+from core.knowledge.render import render_for_context
+from core.media.shared import Defuse, neutralise, one_line
+
+if TYPE_CHECKING:
+    from core.knowledge.service import Hit
+
+_NUMBERED = re.compile(r"^\[(\d+)\] ", re.MULTILINE)
+
+
+def note_for(hits: Sequence[Hit], max_tokens: int, defuse: Defuse | None = None) -> KnowledgeNote:
+    """The rendered passages within `max_tokens`, with what was shown and what was not."""
+    text = render_for_context(hits, max_tokens=max_tokens, defuse=defuse)
+    shown = len({int(n) for n in _NUMBERED.findall(text)}) if text else 0
+    labels = [hit.label for hit in hits]
+    return KnowledgeNote(text, tuple(labels[:shown]), tuple(labels[shown:]))
+
+
+def hits_text(hits: Sequence[Hit], defuse: Defuse | None = None) -> str:
+    """`/kb search`'s and the tool's view: number, fused score, both ranks, source, text."""
+
+    lines: list[str] = []
+    for number, hit in enumerate(hits, start=1):
+        why = [f"score {hit.score:.4f}"]
+        if hit.keyword_rank is not None:
+            why.append(f"keyword #{hit.keyword_rank}")
+        if hit.vector_rank is not None:
+            similarity = f" ({hit.vector_score:.2f})" if hit.vector_score is not None else ""
+            why.append(f"meaning #{hit.vector_rank}{similarity}")
+        head = f"[{number}] #{hit.document_id} {one_line(hit.label, 120)} — {', '.join(why)}"
+        lines.append(f"{head}\n{one_line(neutralise(hit.text, defuse), 300)}")
+    return "\n".join(lines)
