@@ -26,10 +26,10 @@ from memory.chat_settings import (
 )
 from memory.chat_settings_cache import CachedChatSettings
 
-PERSONA_CLEAR = "clear"
+PERSONA_CLEAR = ("reset", "clear")  # either word removes the chat's persona line
 PERSONA_USAGE = (
     f"/bot persona <text> — this chat's persona (at most {PERSONA_MAX_CHARS} characters); "
-    f"/bot persona {PERSONA_CLEAR} removes it"
+    "/bot persona reset removes it"
 )
 USAGE = "\n".join(
     [
@@ -127,7 +127,7 @@ class BotCommand:
             current = (await self.chat_settings.get(chat)).persona
             shown = f'"{current}"' if current else "none"
             return f"This chat's persona: {shown}.\n{PERSONA_USAGE}"
-        if text.casefold() == PERSONA_CLEAR:
+        if text.casefold() in PERSONA_CLEAR:
             await self.chat_settings.update(chat, by=message.sender_key, persona="")
             return "Done: this chat has no persona of its own now."
         await self.chat_settings.update(chat, by=message.sender_key, persona=text)

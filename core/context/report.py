@@ -57,6 +57,7 @@ class ContextReport:
     summary: SummaryInfo | None = None  # the progress summary shown above the history
     tool_tokens: int = 0  # function-tool definitions sent beside the messages (native mode)
     tools_dropped: tuple[str, ...] = ()  # tools the sender may use, left out for the budget
+    persona: str = "workspace"  # workspace files, this chat's own file, or `/bot persona`
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ def format_report(report: ContextReport) -> str:
             f"(through #{report.summary.through_id})."
         )
     lines.append(f"Current message: {report.current_tokens} tokens.")
+    lines.append(f"Persona: {report.persona}.")
     if report.tool_tokens or report.tools_dropped:
         cut = ", ".join(report.tools_dropped)
         lines.append(
