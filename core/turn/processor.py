@@ -27,6 +27,7 @@ from core.turn.compacting import BackgroundCompaction
 from core.turn.delivery import ChannelRoutes, Outbox
 from core.turn.ordering import ChatSerializer, ChatTicket
 from core.turn.outcomes import APOLOGY, GENERIC_APOLOGY, Overloaded, ShuttingDown
+from core.turn.reactions import reaction_of
 from core.turn.reading import ImageReader, MessageReading, SharedMaterialReader
 from core.turn.stored_reply import send_stored_reply
 from core.turn.turns import TurnFactory
@@ -387,7 +388,9 @@ class MessageProcessor:
             dropped = found.history[: built.report.history_dropped]
             self._compaction.after_turn(message, dropped, found.summary)
         outbound = reply_for(message, result.reply, late=late)
-        if self._speak is not None and not late:
+        if (emoji := reaction_of(result.reply)) is not None:  # a reaction where it can be
+            outbound = replace(outbound, text=emoji, reaction=emoji, react_to=message.message_id)
+        elif self._speak is not None and not late:
             outbound = replace(
                 outbound,
                 audio=await self._speak(message, any(read.spoken for read in reads), result.reply),

@@ -181,6 +181,8 @@ _STARTERS: dict[str, str] = {
 - For fresh facts (news, prices, schedules), use the search tool as the tool guide
   explains, then answer from what you found and say where it came from.
 - Never reveal one person's remembered facts to anyone else.
+- When a reaction says it all (thanks, agreement), answer with one emoji alone: it is
+  shown as a reaction on the message where the chat allows it.
 """,
     "SOUL.md": """\
 <!-- {bot}'s character and tone. -->
