@@ -250,3 +250,23 @@ async def test_no_decision_right_after_the_bots_own_message() -> None:
     )
     assert await chime.heard(message, "low") is False
     assert store.added == []
+
+
+async def test_no_decision_past_the_limits_allowance() -> None:
+    from core.context.tokens import get_counter
+
+    async def over(message: InboundMessage) -> bool:
+        return True
+
+    store = _Store("user")
+    chime = ChimeIn(
+        windows=ChimeWindows(lambda: 0.0),
+        store=store,
+        model=_NeverCalled(),  # type: ignore[arg-type]
+        door=None,  # type: ignore[arg-type]
+        counter=get_counter("estimate"),
+        over_quota=over,
+    )
+    message = InboundMessage("qq", "group:1", ChatType.GROUP, "2", "Ann", "hm")
+    assert await chime.heard(message, "normal") is False
+    assert store.added == []
