@@ -27,6 +27,8 @@ from bot.commands.table import Commands
 from bot.config import Settings
 from core.messages import ChatType, InboundMessage, Reply, TryLater
 from core.turn.accepted import notice_for
+from core.turn.chime import ChimeLevel, chime_level
+from core.turn.chiming import ChimeIn
 from core.turn.delivery import Outbox
 from core.turn.outcomes import GENERIC_APOLOGY, Overloaded, ShuttingDown
 from core.turn.processor import MessageProcessor
@@ -91,12 +93,17 @@ class Dispatcher:
         quota: QuotaGuard | None = None,
         hear: Hear | None = None,
         outbox: Outbox | None = None,
+        chime: ChimeIn | None = None,
+        chime_in: ChimeLevel = "off",
     ) -> None:
         """`outbox` is where answers go out (None: the processor's). `limiter` counts
         answered messages per sender (None: no limit); `quota` checks the daily token
         allowances (None: none); admins (`commands.is_admin`) and the console are exempt
         from both. `access` decides where the bot serves (None: everywhere), with each
-        group's `chat_settings` (None: defaults)."""
+        group's `chat_settings` (None: defaults). `chime` may speak up after a group
+        message kept as context, at the group's `/bot chime` level, else `chime_in`."""
+        self._chime = chime
+        self._chime_in = chime_in
         self._processor = processor
         self._commands = commands
         self._policy = policy
@@ -118,6 +125,7 @@ class Dispatcher:
         chat_settings: CachedChatSettings | None = None,
         quota: QuotaGuard | None = None,
         hear: Hear | None = None,
+        chime: ChimeIn | None = None,
     ) -> Dispatcher:
         """The daemon's dispatcher: `[groups]` triggers, `[bot] rate_limit_per_min`,
         `[access]` with the chats' stored settings, and the `[limits]` quota guard the
@@ -132,6 +140,8 @@ class Dispatcher:
             chat_settings=chat_settings,
             quota=quota,
             hear=hear,
+            chime=chime,
+            chime_in=settings.groups.chime_in,
         )
 
     @property
@@ -211,6 +221,7 @@ class Dispatcher:
         same decision."""
         if decision.verdict == "context":
             await self._processor.remember_context(message)
+            await self._maybe_chime(message)
             return None
         if decision.verdict == "notice":
             return Reply(decision.notice or "")
@@ -226,6 +237,17 @@ class Dispatcher:
             except Overloaded:  # nothing was stored: the caller sends it again later
                 raise TryLater(OVERLOAD_RETRY_S) from None
         return None
+
+    async def _maybe_chime(self, message: InboundMessage) -> None:
+        """A decision (rarely a message) within the chime-in budget. Nobody asked, so a
+        failure here is logged and never answered with an apology."""
+        if self._chime is None:
+            return
+        try:
+            here = await self._settings_of(message)
+            await self._chime.heard(message, chime_level(here.chime, self._chime_in))
+        except Exception:
+            log.exception("chime-in failed in %s", message.chat_key)
 
     async def _spoken_wake_word(self, message: InboundMessage, here: ChatSettings) -> bool:
         """A group voice note that starts with a wake word calls the bot (transcribed

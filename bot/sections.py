@@ -175,6 +175,10 @@ class GroupsConfig(Section):
     # a burst never waits longer than burst_max_ms from its first message.
     burst_ms: int = Field(1500, ge=0, le=60_000)
     burst_max_ms: int = Field(6000, ge=0, le=120_000)
+    # Speaking up unasked (core/turn/chime.py): off, or at most one decision call per
+    # chime_min_gap_s (0: 120 s for low, 45 s for normal); `/bot chime` per group.
+    chime_in: Literal["off", "low", "normal"] = "off"
+    chime_min_gap_s: float = Field(0.0, ge=0, le=86_400)
 
 
 class PrivateConfig(Section):

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 
-def _reaction_emoji() -> frozenset[str]:
+def reaction_emoji() -> frozenset[str]:
     """Telegram's reaction emoji, read only when a reaction is configured: importing
     python-telegram-bot costs about 8 MiB, which a deployment without Telegram keeps."""
     from telegram.constants import ReactionEmoji
@@ -52,7 +52,7 @@ class TelegramConfig(Section):
     def _telegram_reaction(cls, value: str) -> str:
         # Bots may only react with Telegram's standard reaction emoji.
         value = value.strip()
-        if value and value not in _reaction_emoji():
+        if value and value not in reaction_emoji():
             raise ValueError(
                 f'{value!r} is not one of Telegram\'s reaction emoji (e.g. "👀", "👍")'
             )

@@ -157,12 +157,14 @@ def inject(
     image_notes: list[str],
     suffix: str = "",
     notes: Sequence[str] = (),
+    first_image: int = 1,
 ) -> str:
     """`[name]: text` then `(Image N: description)` lines, then `notes` (already-formed
-    `(Link N: ...)`, `(Document N: ...)`, `(Voice: ...)` lines), then an optional suffix."""
+    `(Link N: ...)`, `(Document N: ...)`, `(Voice: ...)` lines), then an optional suffix.
+    Images are numbered from `first_image` (a burst numbers them across its messages)."""
     name = clean_name(sender_name, fallback=sender_id)
     body = f"[{name}]: {defuse_text(text).strip()}".rstrip()
-    for index, note in enumerate(image_notes, start=1):
+    for index, note in enumerate(image_notes, start=first_image):
         body += f"\n(Image {index}: {note})"
     for note in notes:
         body += f"\n{note}"

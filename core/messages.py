@@ -168,6 +168,10 @@ class OutboundMessage:
     # The one occurrence it delivers (`reminder:<id>:<due, UTC>`, a job's `job:<id>`), the
     # same on every attempt: a receiver's idempotency key for a send repeated after a crash.
     occurrence_id: str | None = None
+    # React to message `react_to` with this emoji instead of sending `text` (a one-emoji
+    # answer, core/turn/reactions.py); a channel that cannot sends `text` instead.
+    reaction: str | None = None
+    react_to: str | None = None
     # Deliver in a private chat with this person instead, where the platform allows
     # (`/memory show` typed in a group); a channel that cannot says so in the chat.
     private_to: Person | None = None

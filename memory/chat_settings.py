@@ -32,7 +32,8 @@ from memory.types import InChat
 PERSONA_MAX_CHARS = 500
 WAKE_WORDS_MAX = 10
 WAKE_WORD_MAX_CHARS = 32
-SETTINGS = frozenset({"enabled", "allowed", "persona", "wake_words", "timezone"})
+SETTINGS = frozenset({"enabled", "allowed", "persona", "wake_words", "timezone", "chime"})
+CHIME_LEVELS = ("off", "low", "normal")  # how often the bot speaks up unasked in a group
 
 
 class ChatSettingsError(ValueError):
@@ -55,6 +56,7 @@ class ChatSettings(InChat):
     persona: str = ""
     wake_words: tuple[str, ...] = ()
     timezone: str | None = None  # /bot timezone: reminders here; None: [bot] timezone
+    chime: str | None = None  # /bot chime: off|low|normal here; None: [groups] chime_in
     updated_by: str = ""
     updated_at: datetime | None = None
     id: int | None = None
@@ -117,6 +119,15 @@ def check_timezone(name: object) -> str | None:
     return name
 
 
+def check_chime(level: object) -> str | None:
+    """A chime-in level as stored (None: back to `[groups] chime_in`)."""
+    if level is None or level == "":
+        return None
+    if not isinstance(level, str) or level.casefold() not in CHIME_LEVELS:
+        raise ChatSettingsError(f"the chime-in level must be one of {', '.join(CHIME_LEVELS)}")
+    return level.casefold()
+
+
 def _check_author(by: object) -> str:
     if not isinstance(by, str) or not by.strip() or len(by.strip()) > AUTHOR_LEN:
         raise ChatSettingsError(f"chat settings: `by` must be 1..{AUTHOR_LEN} characters")
@@ -143,6 +154,8 @@ def _checked(changes: Mapping[str, Any]) -> dict[str, Any]:
         values["wake_words"] = list(check_wake_words(changes["wake_words"]))
     if "timezone" in changes:
         values["timezone"] = check_timezone(changes["timezone"])
+    if "chime" in changes:
+        values["chime"] = check_chime(changes["chime"])
     return values
 
 
@@ -154,6 +167,7 @@ _COLUMNS = (
     ChatSettingsRow.persona,
     ChatSettingsRow.wake_words,
     ChatSettingsRow.timezone,
+    ChatSettingsRow.chime,
     ChatSettingsRow.updated_by,
     ChatSettingsRow.updated_at,
     ChatSettingsRow.id,
@@ -169,6 +183,7 @@ def _settings(row: Any) -> ChatSettings:
         persona=row.persona or "",
         wake_words=tuple(row.wake_words or ()),
         timezone=row.timezone,
+        chime=row.chime,
         updated_by=row.updated_by or "",
         updated_at=row.updated_at,
         id=row.id,

@@ -232,6 +232,7 @@ class ChatSettingsRow(Base):
     persona: Mapped[str] = mapped_column(Text, default="")
     wake_words: Mapped[list[str]] = mapped_column(JSON, default=list)
     timezone: Mapped[str | None] = mapped_column(String(64), nullable=True)  # 0009
+    chime: Mapped[str | None] = mapped_column(String(8), nullable=True)  # 0013
     updated_by: Mapped[str] = mapped_column(String(AUTHOR_LEN), default="")
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 

@@ -172,6 +172,7 @@ async def test_status_says_what_applies_here(commands: Commands) -> None:
         "Access: not allowed (not in [access] allowed_groups).",
         "Bot: on; ignoring non-admins here.",
         "Wake words: chatterd, mochi (config); this group's own: none.",
+        "Chime-in: off ([groups] chime_in): I speak here only when called.",
         "Blocked users: 1 ([access]).",
         "Persona: none.",
         "Time zone: UTC ([bot] timezone).",

@@ -225,6 +225,7 @@ async def test_every_page_shows_hostile_names_and_messages_as_text(daemon: Runni
     assert ESCAPED in shown["/console/person"]  # the memory
     assert "room&lt;script&gt;" in shown["/console/settings"]
     assert 'class="context-picture"' in shown["/console/chat"]
+    assert "Persona: workspace." in shown["/console/chat"]  # which persona the turn used
 
 
 async def test_memory_changes_use_the_memory_service_and_its_audit_line(

@@ -1,6 +1,7 @@
 """`/bot ...`: an admin controls the chat they type it in, at run time.
 
-`/bot on|off`, `/bot allow|deny` (groups), `/bot persona <text>`, `/bot wake <word>`,
+`/bot on|off`, `/bot allow|deny`, `/bot chime off|low|normal` (groups),
+`/bot persona <text>`, `/bot wake <word>`,
 `/bot reset-settings`, `/bot status`. Why these live in the database
 (memory/chat_settings.py) and not in the config: an operator opens a group or gives it
 a persona from the chat itself, and the change survives a restart and reaches every
@@ -17,7 +18,9 @@ from bot.access import AccessRules
 from bot.commands.table import text_after
 from bot.config import Settings
 from core.messages import ChatType, InboundMessage, Reply
+from core.turn.chime import DEFAULT_GAP_S, ChimeLevel, chime_level
 from memory.chat_settings import (
+    CHIME_LEVELS,
     PERSONA_MAX_CHARS,
     WAKE_WORD_MAX_CHARS,
     ChatSettings,
@@ -26,16 +29,18 @@ from memory.chat_settings import (
 )
 from memory.chat_settings_cache import CachedChatSettings
 
-PERSONA_CLEAR = "clear"
+PERSONA_CLEAR = ("reset", "clear")  # either word removes the chat's persona line
 PERSONA_USAGE = (
     f"/bot persona <text> — this chat's persona (at most {PERSONA_MAX_CHARS} characters); "
-    f"/bot persona {PERSONA_CLEAR} removes it"
+    "/bot persona reset removes it"
 )
 USAGE = "\n".join(
     [
         "Usage (admins): /bot status — what applies here",
         "/bot on | /bot off — answer in this group, or stay silent and stop reading it",
         "/bot allow | /bot deny — serve this group, or ignore it",
+        "/bot chime off|low|normal — may I speak up here when nobody asked (rarely / more "
+        "often); /bot chime default — back to [groups] chime_in",
         PERSONA_USAGE,
         f"/bot wake <word> — one more wake word for this group (at most {WAKE_WORD_MAX_CHARS} "
         "characters); /bot wake -<word> removes it; /bot wake lists them",
@@ -56,6 +61,8 @@ class BotCommand:
     wake_words: tuple[str, ...]  # the bot's name and `[groups] wake_words`
     rate_limit_per_min: int
     default_timezone: str = "UTC"  # [bot] timezone: reminders in chats with none of their own
+    chime_in: ChimeLevel = "off"  # [groups] chime_in: groups with no /bot chime of their own
+    chime_gap_s: float = 0.0  # [groups] chime_min_gap_s (0: the level's own)
 
     @classmethod
     def from_settings(cls, settings: Settings, chat_settings: CachedChatSettings) -> BotCommand:
@@ -65,6 +72,8 @@ class BotCommand:
             wake_words=(settings.bot.name, *settings.groups.wake_words),
             rate_limit_per_min=settings.bot.rate_limit_per_min,
             default_timezone=settings.bot.timezone,
+            chime_in=settings.groups.chime_in,
+            chime_gap_s=settings.groups.chime_min_gap_s,
         )
 
     async def __call__(self, message: InboundMessage, args: list[str]) -> Reply:
@@ -72,7 +81,7 @@ class BotCommand:
             return Reply("Only admins can use /bot.")
         sub = args[0].casefold() if args else "help"
         group = message.chat_type is ChatType.GROUP
-        if sub in {"on", "off", "allow", "deny", "wake"} and not group:
+        if sub in {"on", "off", "allow", "deny", "wake", "chime"} and not group:
             return Reply(GROUP_ONLY.format(sub=sub))
         try:
             if sub == "status":
@@ -85,6 +94,8 @@ class BotCommand:
                 return Reply(await self._persona(message, text_after(message.text, words=2)))
             if sub == "wake":
                 return Reply(await self._wake(message, text_after(message.text, words=2)))
+            if sub == "chime":
+                return Reply(await self._chime(message, args[1].casefold() if args[1:] else ""))
             if sub == "timezone":
                 return Reply(await self._timezone(message, text_after(message.text, words=2)))
             if sub == "reset-settings":
@@ -127,11 +138,33 @@ class BotCommand:
             current = (await self.chat_settings.get(chat)).persona
             shown = f'"{current}"' if current else "none"
             return f"This chat's persona: {shown}.\n{PERSONA_USAGE}"
-        if text.casefold() == PERSONA_CLEAR:
+        if text.casefold() in PERSONA_CLEAR:
             await self.chat_settings.update(chat, by=message.sender_key, persona="")
             return "Done: this chat has no persona of its own now."
         await self.chat_settings.update(chat, by=message.sender_key, persona=text)
         return "Done: this persona applies to my answers in this chat only."
+
+    async def _chime(self, message: InboundMessage, level: str) -> str:
+        if level in {"default", "reset"}:
+            level = ""
+        elif level not in CHIME_LEVELS:
+            here = await self.chat_settings.get(message.chat_key)
+            return f"{self._chime_line(here)}\nUsage: /bot chime off|low|normal|default"
+        here = await self.chat_settings.update(
+            message.chat_key, by=message.sender_key, chime=level or None
+        )
+        return f"Done. {self._chime_line(here)}"
+
+    def _chime_line(self, here: ChatSettings) -> str:
+        level = chime_level(here.chime, self.chime_in)
+        source = "/bot chime" if here.chime else "[groups] chime_in"
+        if level == "off":
+            return f"Chime-in: off ({source}): I speak here only when called."
+        gap = self.chime_gap_s or DEFAULT_GAP_S[level]
+        return (
+            f"Chime-in: {level} ({source}): I may speak up unasked, at most one thought "
+            f"every {gap:g} s, and mostly stay quiet."
+        )
 
     async def _wake(self, message: InboundMessage, text: str) -> str:
         chat = message.chat_key
@@ -180,6 +213,7 @@ class BotCommand:
                 f"Bot: {'on' if here.enabled else 'off (/bot off)'}; "
                 f"{'answering here' if served else 'ignoring non-admins here'}.",
                 self._wake_words_line(here),
+                self._chime_line(here),
             ]
         else:
             lines.append(f'Private chats: [access] private = "{self.access.private}".')

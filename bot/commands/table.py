@@ -158,8 +158,9 @@ class Commands:
             ]
             if "bot" in self._handlers:
                 lines.append(
-                    "Admin, for this chat: /bot status|on|off|allow|deny, /bot persona <text>, "
-                    "/bot wake <word> (-<word> removes), /bot reset-settings; /bot alone explains."
+                    "Admin, for this chat: /bot status|on|off|allow|deny|chime, "
+                    "/bot persona <text>, /bot wake <word> (-<word> removes), "
+                    "/bot reset-settings; /bot alone explains."
                 )
             if usage:
                 lines.append("Admin: /usage group (this chat's tokens), /usage top (top spenders).")

@@ -24,6 +24,7 @@ from bot.config import Settings
 from bot.console import RecentErrors
 from bot.dispatcher import Dispatcher
 from bot.errors import channel_start_failure
+from bot.wiring.chime import build_chime
 from bot.wiring.images import Drawing, build_drawing
 from bot.wiring.jobs import build_job_runner
 from bot.wiring.knowledge import DaemonKnowledge, build_knowledge
@@ -289,6 +290,17 @@ class App:
             chat_settings=chat_settings,
             quota=quota,
             hear=self._shared.reader.hear if self._shared.speech is not None else None,
+            chime=build_chime(
+                settings,
+                store=self.storage,
+                model=llm,
+                door=self.processor.outbox,
+                counter=counter,
+                meter=meter,
+                quota=quota,
+                chat_settings=chat_settings,
+                clock=self._clock,
+            ),
         )
         return TurnPath(self.storage, self.processor, commands, dispatcher, self.recovery)
 

@@ -207,6 +207,11 @@ class OneBotChannel:
         """Send a reply the core sends (see Outbound.send); DeliveryError if not sent."""
         return await self._outbound.send(message, lambda: self._running)
 
+    async def react(self, message: OutboundMessage) -> bool:
+        """A one-emoji answer as a reaction where the implementation has one (NapCat's
+        `set_msg_emoji_like`; optional Outlet method, see core/turn/delivery.py)."""
+        return await self._outbound.react(message)
+
     async def send_audio(self, message: OutboundMessage) -> Sent:
         """A spoken reply as a QQ `record` (optional Outlet method, see core/turn/delivery.py)."""
         return await self._outbound.send_audio(message)

@@ -137,6 +137,28 @@ class Outbound:
             except OneBotError as exc:
                 raise DeliveryError(f"onebot: {exc}") from exc
 
+    async def react(self, message: OutboundMessage) -> bool:
+        """A one-emoji answer as a reaction on the group message it answers: NapCat's
+        `set_msg_emoji_like` (a Unicode emoji goes by its code point). False when this is
+        no group, the emoji is more than one code point, or the implementation refused
+        or lacks the action (go-cqhttp, Lagrange): the core sends the emoji as text."""
+        emoji = (message.reaction or "").replace("\ufe0f", "")
+        if len(emoji) != 1 or not message.react_to:
+            return False
+        try:
+            kind, _number = parse_chat_id(message.chat_id)
+            if kind != "group":
+                return False  # QQ reacts in groups only
+            account = self._registry.account_for(message.chat_id)
+            params = {"message_id": id_param(message.react_to), "emoji_id": str(ord(emoji))}
+            await self._pacer.send(
+                account, partial(self._call, account, "set_msg_emoji_like", params)
+            )
+        except (ValueError, OneBotError, OneBotUnavailable) as exc:
+            log.info("onebot: reaction in %s not set: %s", message.chat_id, exc)
+            return False
+        return True
+
     async def send_audio(self, message: OutboundMessage) -> Sent:
         """A spoken reply as one `record` segment (`base64://`, which the implementation
         encodes to SILK itself); sent after the text, never in place of it."""

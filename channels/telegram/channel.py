@@ -27,7 +27,7 @@ from telegram.ext import ContextTypes
 from telegram.request import HTTPXRequest
 
 from channels.base import ChannelHealth, MessageHandler
-from channels.config import TelegramConfig
+from channels.config import TelegramConfig, reaction_emoji
 from channels.telegram.app import (
     App,
     TelegramTimings,
@@ -251,6 +251,25 @@ class TelegramChannel:
             )
             raise DeliveryError(f"telegram: {self._redact(str(exc))}", permanent=never) from None
         return Sent(tuple(str(i) for i in ids))
+
+    async def react(self, message: OutboundMessage) -> bool:
+        """A one-emoji answer as our reaction on the message it answers (optional Outlet
+        method, core/turn/delivery.py). False when bots may not react with that emoji or
+        Telegram refused it: the core then sends the emoji as a message."""
+        if self._sender is None or not message.reaction or not message.react_to:
+            return False
+        allowed = reaction_emoji()
+        emoji = next(
+            (e for e in (message.reaction, message.reaction.strip("\ufe0f")) if e in allowed), None
+        )
+        if emoji is None:
+            return False
+        chat, target = int(message.chat_id), telegram_message_id(message.react_to)
+        if not await self._sender.react(chat, target, emoji):
+            return False
+        if self._ack is not None:
+            self._ack.answered(chat, target)  # our answer replaced the ack: keep it
+        return True
 
     async def send_audio(self, message: OutboundMessage) -> Sent:
         """A spoken reply as a voice message (OGG/Opus), after the text (optional Outlet

@@ -70,6 +70,7 @@ class AckReaction:
         self._presence = presence
         self._emoji = emoji
         self._delay_s = delay_s
+        self._answered: set[tuple[int, int]] = set()  # (chat, message) answered by a reaction
 
     @contextlib.asynccontextmanager
     async def around(self, key: Place, message_id: int) -> AsyncIterator[None]:
@@ -81,8 +82,15 @@ class AckReaction:
         finally:
             task.cancel()
             await asyncio.wait({task})
-            if reacted.is_set():
+            answered = (key[0], message_id) in self._answered
+            self._answered.discard((key[0], message_id))
+            if reacted.is_set() and not answered:
                 await self._sender.react(key[0], message_id, None)
+
+    def answered(self, chat_id: int, message_id: int) -> None:
+        """The answer to this message was our reaction (it replaced the ack): the ack is
+        not taken back, or the answer would go with it."""
+        self._answered.add((chat_id, message_id))
 
     async def _later(self, key: Place, message_id: int, reacted: asyncio.Event) -> None:
         await self._clock.sleep(self._delay_s)

@@ -119,6 +119,11 @@ class TelegramStream:
         self._shown = [Shown(message_id) for message_id in ids]
         return Sent(tuple(str(message_id) for message_id in ids))
 
+    @property
+    def showing(self) -> bool:
+        """A preview message is out (a private chat's draft is no message: it fades)."""
+        return bool(self._shown)
+
     async def close(self) -> None:
         """Stop previewing; a call in flight completes first (so its result is known)."""
         self._closed = True

@@ -225,6 +225,7 @@ class ContextBuilder:
         recount: bool = False,
         reserved_tokens: int = 0,
         layout: Layout = "seed",
+        persona_chat: tuple[str, str] | None = None,
     ) -> BuiltContext:
         """Messages and report for one turn.
 
@@ -245,7 +246,9 @@ class ContextBuilder:
         wrap_reserve = self._wrap_reserve if cache else 0
         room = limit - REPLY_PRIMER_TOKENS - (2 if cache else 1) * self._system_framing
         room -= current.tokens + wrap_reserve
-        wanted = self.system.components(skill_names, components, channel, chat_id, layout)
+        wanted = self.system.components(
+            skill_names, components, channel, chat_id, layout, persona_chat
+        )
         head = self.system.assemble(wanted, room, share=self.history_share)
         tail = self.system.tail()
         summary = self.system.summary() if head or tail else {"components": []}
@@ -294,6 +297,7 @@ class ContextBuilder:
             group_cut=fit.group_cut,
             current_truncated=current.truncated,
             images=current.images,
+            persona=self.system.persona,
         )
         return BuiltContext(messages=messages, report=report)
 
@@ -331,6 +335,7 @@ class ContextBuilder:
             components=parts,
             reserved_tokens=turn.tool_tokens,
             layout=layout,
+            persona_chat=(msg.platform, msg.chat_id),
         )
         if turn.tool_tokens or turn.tools_dropped or turn.knowledge is not None:
             report = replace(

@@ -68,6 +68,7 @@ class ContextReport:
     tool_tokens: int = 0  # function-tool definitions sent beside the messages (native mode)
     tools_dropped: tuple[str, ...] = ()  # tools the sender may use, left out for the budget
     knowledge: KnowledgeNote | None = None  # passages retrieved from the knowledge base
+    persona: str = "workspace"  # workspace files, this chat's own file, or `/bot persona`
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ def format_report(report: ContextReport) -> str:
             f"(through #{report.summary.through_id})."
         )
     lines.append(f"Current message: {report.current_tokens} tokens.")
+    lines.append(f"Persona: {report.persona}.")
     if report.tool_tokens or report.tools_dropped:
         cut = ", ".join(report.tools_dropped)
         lines.append(

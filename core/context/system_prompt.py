@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo
 from core.clock import WallClock
 from core.context.assembler import ComponentPriority, ContextAssembler, ContextOverflowError, Order
 from core.context.parts import (
+    CHAT_PERSONA,
     IDENTITY,
     SESSION,
     SKILLS_SUMMARY,
@@ -82,6 +83,7 @@ class SystemPrompt:
         self.order: Order = order
         self._assembler = ContextAssembler(max_tokens, counter, order)
         self._names: list[str] = []  # the assembler's components, in insertion order
+        self.persona = "workspace"  # where the last `components` took the persona from
 
     def now(self) -> datetime:
         """The trusted current time, in the configured time zone."""
@@ -97,17 +99,21 @@ class SystemPrompt:
         channel: str | None,
         chat_id: str | None,
         layout: Layout = "seed",
+        persona_chat: tuple[str, str] | None = None,
     ) -> list[SystemComponent]:
-        """Every component of this turn, in `layout`'s order (see Layout)."""
+        """Every component of this turn, in `layout`'s order (see Layout).
+
+        `persona_chat` (platform, chat id) lets that chat's own persona files replace the
+        workspace's; they stay in the stable head, so each chat keeps its cached prefix.
+        """
         now = self.now()
         crit, high = ComponentPriority.CRITICAL, ComponentPriority.HIGH
         cache = check_layout(layout) == "cache"
         identity = SystemComponent(IDENTITY, self.identity, crit, truncatable=False)
         clock = SystemComponent(TIME, time_text(now), crit, truncatable=False, tail=cache)
         guide = [SystemComponent(TOOL_GUIDE, self.tool_guide, high)] if self.tool_guide else []
-        persona = [
-            SystemComponent(f.name, f.content, high) for f in self.workspace.bootstrap_files()
-        ]
+        files = self.workspace.bootstrap_files(persona_chat)
+        persona = [SystemComponent(f.name, f.content, high) for f in files]
         notes = self._memory_notes(now.date())
         if cache:
             # Stable first, volatile last: what every chat shares, then what this chat
@@ -129,6 +135,10 @@ class SystemPrompt:
                     tail=cache,
                 )
             )
+        self.persona = persona_source(
+            [f.name for f in files if "/" in f.name],
+            any(p.name == CHAT_PERSONA and p.content.strip() for p in turn_parts),
+        )
         by_name = {p.name: i for i, p in enumerate(parts)}
         for part in turn_parts:
             if not part.content or not part.content.strip():
@@ -228,3 +238,12 @@ class SystemPrompt:
 
 def _rendered_order(names: list[str], key: dict[str, tuple[bool, int]]) -> list[str]:
     return [n for _, n in sorted(enumerate(names), key=lambda p: (key[p[1]], p[0]))]
+
+
+def persona_source(chat_files: Sequence[str], set_in_chat: bool) -> str:
+    """Which persona a turn used, for the context report: the workspace's files, this
+    chat's own files (named), a line set with `/bot persona`, or a chat file and a line."""
+    sources = [f"chat file {', '.join(chat_files)}"] if chat_files else []
+    if set_in_chat:
+        sources.append("set by /bot persona")
+    return " + ".join(sources) or "workspace"

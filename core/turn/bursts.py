@@ -134,9 +134,10 @@ def in_arrival_order(entries: Sequence[IntakeEntry]) -> list[IntakeEntry]:
     """A burst's rows as the sender sent them. Row ids follow the order the inserts ran
     in, which two messages handled at once (PostgreSQL) can swap; the platform's time and
     then its message number (Telegram's and QQ's grow) say the order they were sent."""
-    return sorted(entries, key=_sent_order)
+    return sorted(entries, key=sent_order)
 
 
-def _sent_order(entry: IntakeEntry) -> tuple[datetime, int, int]:
+def sent_order(entry: IntakeEntry) -> tuple[datetime, int, int]:
+    """The sort key of `in_arrival_order` (the live path sorts a burst's items by it too)."""
     number = entry.platform_message_id or ""
     return entry.received_at, int(number) if number.isdigit() else 0, entry.id

@@ -114,6 +114,12 @@ class ChannelRoutes:
         outlet = self._outlets.get(platform)
         return outlet.restore_image(locator, mime, name) if outlet is not None else None
 
+    async def react(self, outbound: OutboundMessage) -> bool:
+        """The answer as a reaction through the channel's optional `react`; False when it
+        has none or the platform refused it (the caller sends the text instead)."""
+        react = getattr(self._outlets.get(outbound.platform), "react", None)
+        return bool(await react(outbound)) if callable(react) else False
+
     async def send_audio(self, outbound: OutboundMessage) -> Sent | None:
         """A spoken reply through the channel's optional `send_audio`; None: it has none."""
         send = getattr(self._outlets.get(outbound.platform), "send_audio", None)
@@ -246,6 +252,8 @@ class Outbox:
         return True
 
     async def _send(self, outbound: OutboundMessage, stream: ReplyStream | None) -> Sent:
+        if await self._reacted(outbound, stream):
+            return Sent()  # settled like a reply: the reaction is the answer
         if stream is not None:
             sent = await stream.finish(outbound.text)
         elif self._routes is None:
@@ -255,6 +263,20 @@ class Outbox:
         if outbound.audio is not None:
             await self._send_audio(outbound)
         return sent
+
+    async def _reacted(self, outbound: OutboundMessage, stream: ReplyStream | None) -> bool:
+        """A one-emoji answer as a reaction, when no preview of it shows as a message
+        already and the channel can react; False: send it as text."""
+        if outbound.reaction is None or outbound.react_to is None or self._routes is None:
+            return False
+        if stream is not None:
+            # A preview message already out is finished, never left behind: only a
+            # stream that says it shows nothing (and can stop) gives way to a reaction.
+            close = getattr(stream, "close", None)
+            if getattr(stream, "showing", True) or close is None:
+                return False
+            await close()
+        return await self._routes.react(outbound)
 
     async def _send_audio(self, outbound: OutboundMessage) -> None:
         """The spoken version goes after the text, best effort: the text is delivered

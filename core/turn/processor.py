@@ -22,12 +22,24 @@ from core.tasks import TaskTracker
 from core.tools.loop import ToolLoop
 from core.tools.registry import ToolContext
 from core.turn.accepted import intake_draft, reply_for, restored_message
-from core.turn.bursts import BurstOptions, Bursts, in_arrival_order, leading_burst
+from core.turn.bursts import (
+    BurstOptions,
+    Bursts,
+    in_arrival_order,
+    leading_burst,
+    sent_order,
+)
 from core.turn.compacting import BackgroundCompaction
 from core.turn.delivery import ChannelRoutes, Outbox
 from core.turn.ordering import ChatSerializer, ChatTicket
 from core.turn.outcomes import APOLOGY, GENERIC_APOLOGY, Overloaded, ShuttingDown
-from core.turn.reading import ImageReader, MessageReading, SharedMaterialReader
+from core.turn.reactions import reaction_of
+from core.turn.reading import (
+    ImageReader,
+    MessageReading,
+    SharedMaterialReader,
+    first_images,
+)
 from core.turn.stored_reply import send_stored_reply
 from core.turn.turns import TurnFactory
 from memory.types import (
@@ -141,6 +153,8 @@ class MessageProcessor:
         except BaseException:
             place.release()  # the burst's rows stay pending: recovery answers them
             raise
+        # As sent, not as handled: two messages of one poll can reach here swapped.
+        items.sort(key=lambda item: sent_order(item[0]))
         return await self._run(items, place, late=False)
 
     def _burst_window(self, message: InboundMessage) -> float:
@@ -334,8 +348,12 @@ class MessageProcessor:
         entry, message = items[-1]
         # The suffix (a tool-access note) once, after the last message of a burst.
         suffix = self._options.message_suffix
+        firsts = first_images([each for _, each in items])  # images numbered across a burst
         reads = await asyncio.gather(
-            *(self._reading.read(each, suffix if each is message else "") for _, each in items)
+            *(
+                self._reading.read(each, suffix if each is message else "", first)
+                for (_, each), first in zip(items, firsts, strict=True)
+            )
         )
         user_turns = [
             self._turns.user(each, read.stored, kind="message", meta=read.meta)
@@ -393,7 +411,9 @@ class MessageProcessor:
             dropped = found.history[: built.report.history_dropped]
             self._compaction.after_turn(message, dropped, found.summary)
         outbound = reply_for(message, result.reply, late=late)
-        if self._speak is not None and not late:
+        if (emoji := reaction_of(result.reply)) is not None:  # a reaction where it can be
+            outbound = replace(outbound, text=emoji, reaction=emoji, react_to=message.message_id)
+        elif self._speak is not None and not late:
             outbound = replace(
                 outbound,
                 audio=await self._speak(message, any(read.spoken for read in reads), result.reply),

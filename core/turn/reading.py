@@ -8,7 +8,7 @@ they become one turn.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from core.inject import inject
@@ -34,6 +34,16 @@ class ReadMessage:
     spoken: bool
 
 
+def first_images(messages: Sequence[InboundMessage]) -> list[int]:
+    """Each message's first image number when they are one turn: 1, then after the
+    images of the messages before it."""
+    firsts, seen = [], 0
+    for message in messages:
+        firsts.append(seen + 1)
+        seen += len(message.images)
+    return firsts
+
+
 class MessageReading:
     """Reads messages with the daemon's image and shared-material readers (None: off)."""
 
@@ -45,15 +55,18 @@ class MessageReading:
         self._read_images = read_images
         self._read_shared = read_shared
 
-    async def read(self, message: InboundMessage, suffix: str) -> ReadMessage:
-        """A message's content with its image, document, link and voice notes."""
+    async def read(self, message: InboundMessage, suffix: str, first_image: int = 1) -> ReadMessage:
+        """A message's content with its image, document, link and voice notes. In this
+        turn's content its images are numbered from `first_image` (a burst's current
+        message numbers them across its messages, in the order their image parts go to
+        the model); the stored turn, which stands alone, numbers its own from 1."""
         images = await self._images(message)
         shared = await self._read_shared(message) if self._read_shared else SharedNotes()
         say = (message.sender_name, message.sender_id, message.text, images.notes)
         meta: dict[str, object] = {"images": images.hashes} if images.hashes else {}
         meta.update(shared.meta)
         return ReadMessage(
-            content=inject(*say, suffix, shared.notes),
+            content=inject(*say, suffix, shared.notes, first_image=first_image),
             # Stored: the short notes (later turns keep "sent report.pdf", not its text).
             stored=inject(*say, suffix, shared.short),
             meta=meta,

@@ -22,6 +22,9 @@ BOOTSTRAP_FILES: tuple[str, ...] = ("AGENTS.md", "SOUL.md", "USER.md", "TOOLS.md
 MEMORY_DIR = "memory"
 MEMORY_FILE = "MEMORY.md"
 SKILLS_DIR = "skills"
+CHATS_DIR = "chats"
+# A chat's own folder (chats/<platform>:<chat_id>/) may replace these for that chat only.
+CHAT_PERSONA_FILES: tuple[str, ...] = ("AGENTS.md", "SOUL.md")
 _COMMENT = re.compile(r"<!--.*?-->\n?", re.DOTALL)
 # A bootstrap file is prompt text: anything bigger than this is a mistake, not a persona.
 DEFAULT_MAX_FILE_BYTES = 256 * 1024
@@ -117,13 +120,38 @@ class Workspace:
             f"- skills: {skills}/<name>/SKILL.md"
         )
 
-    def bootstrap_files(self) -> list[WorkspaceFile]:
-        """The bootstrap files that exist and are not blank, in BOOTSTRAP_FILES order."""
+    def bootstrap_files(self, chat: tuple[str, str] | None = None) -> list[WorkspaceFile]:
+        """The bootstrap files that exist and are not blank, in BOOTSTRAP_FILES order.
+
+        With `chat` (platform, chat id), that chat's own AGENTS.md / SOUL.md in
+        chats/<platform>:<chat_id>/ replace the workspace's (a persona per group).
+        """
+        own = self.chat_files(chat)
         found = []
         for name in BOOTSTRAP_FILES:
-            entry = self._cache.read(self.root / name, name)
+            entry = own.get(name) or self._cache.read(self.root / name, name)
             if entry is not None and entry.content.strip():
                 found.append(entry)
+        return found
+
+    def chat_dir(self, chat: tuple[str, str]) -> Path | None:
+        """chats/<platform>:<chat_id>/, or None for ids that could leave the folder."""
+        platform, chat_id = chat
+        name = f"{platform}:{chat_id}"
+        if not platform or not chat_id or "/" in name or "\\" in name or name.startswith("."):
+            return None
+        return self.root / CHATS_DIR / name
+
+    def chat_files(self, chat: tuple[str, str] | None) -> dict[str, WorkspaceFile]:
+        """This chat's own persona files that exist and are not blank, by name."""
+        folder = self.chat_dir(chat) if chat else None
+        if folder is None:
+            return {}
+        found = {}
+        for name in CHAT_PERSONA_FILES:
+            entry = self._cache.read(folder / name, f"{CHATS_DIR}/{folder.name}/{name}")
+            if entry is not None and entry.content.strip():
+                found[name] = entry
         return found
 
     def memory_notes(self, today: date) -> list[WorkspaceFile]:
@@ -153,6 +181,8 @@ _STARTERS: dict[str, str] = {
 - For fresh facts (news, prices, schedules), use the search tool as the tool guide
   explains, then answer from what you found and say where it came from.
 - Never reveal one person's remembered facts to anyone else.
+- When a reaction says it all (thanks, agreement), answer with one emoji alone: it is
+  shown as a reaction on the message where the chat allows it.
 """,
     "SOUL.md": """\
 <!-- {bot}'s character and tone. -->

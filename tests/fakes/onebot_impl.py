@@ -134,6 +134,7 @@ class FakeOneBot:
         self.sent: list[dict[str, Any]] = []  # {"action", "params", "message_id", "at"}
         self.refused: list[dict[str, Any]] = []  # actions answered "failed": {"action", "at"}
         self.known: dict[int, dict[str, Any]] = {}  # message_id -> message (for get_msg)
+        self.emoji_likes: list[dict[str, Any]] = []  # set_msg_emoji_like params (NapCat)
         self._ids = itertools.count(5000)
         self._session: aiohttp.ClientSession | None = None
         self._runners: list[web.AppRunner] = []
@@ -151,6 +152,15 @@ class FakeOneBot:
                 self.responders[action] = _refuse(1200, "转发消息失败")
             elif mode != "missing":
                 raise ValueError(f"unknown forward mode {mode!r}")
+
+    def support_emoji_like(self) -> None:
+        """Answer NapCat's `set_msg_emoji_like` (other implementations lack it: 1404)."""
+
+        def like(params: dict[str, Any]) -> None:
+            params.pop("_action", None)
+            self.emoji_likes.append(params)
+
+        self.responders["set_msg_emoji_like"] = like
 
     def answer(self, frame: dict[str, Any]) -> dict[str, Any] | None:
         echo = frame.get("echo")

@@ -1,0 +1,56 @@
+"""The chime-in's parts, from `[groups]` and the App's own pieces.
+
+Why here and not in app.py: the App only hands over what it already built (the chat
+model, the outbox, the usage meter, the quota guard, the per-chat settings); which of
+them the chime-in uses, and how the quota reads for a message nobody addressed, is this
+module's one job.
+"""
+
+from __future__ import annotations
+
+from bot.config import Settings
+from core.clock import WallClock
+from core.context.tokens import TokenCounter
+from core.llm.provider import LLMProvider
+from core.messages import InboundMessage
+from core.turn.chime import ChimeWindows
+from core.turn.chiming import ChimeIn, ChimeOptions, ChimeStore, ProactiveDoor
+from core.usage.meter import UsageMeter
+from core.usage.quota import QuotaGuard
+from memory.chat_settings_cache import CachedChatSettings
+from memory.types import ChatKey
+
+
+def build_chime(
+    settings: Settings,
+    *,
+    store: ChimeStore,
+    model: LLMProvider,
+    door: ProactiveDoor,
+    counter: TokenCounter,
+    meter: UsageMeter,
+    quota: QuotaGuard,
+    chat_settings: CachedChatSettings,
+    clock: WallClock,
+) -> ChimeIn:
+    """Always built: a group may turn it on with `/bot chime` while `[groups]` says off."""
+
+    async def over_quota(message: InboundMessage) -> bool:
+        # The chat pays for a chime-in, not the last speaker: the group's and the
+        # global allowance count; one person's used-up allowance does not.
+        return await quota.over(message) in ("group", "global")
+
+    async def persona(platform: str, chat_id: str) -> str:
+        return (await chat_settings.get(ChatKey(platform, chat_id))).persona
+
+    return ChimeIn(
+        windows=ChimeWindows(lambda: clock().timestamp(), gap_s=settings.groups.chime_min_gap_s),
+        store=store,
+        model=model,
+        door=door,
+        counter=counter,
+        meter=meter,
+        over_quota=over_quota,
+        persona=persona,
+        options=ChimeOptions(bot_name=settings.bot.name),
+    )
