@@ -83,6 +83,7 @@ async def test_a_groups_document_answers_its_own_questions_and_nobody_elses(rig:
     assert "room 204" in seen
     assert '[1] handbook.md · "Schedule"' in seen
     assert "cite it by its number" in seen  # the model is told to cite by number
+    assert "[Knowledge: question or keywords]" in seen  # the tool guide offers the tool
 
     for chat in (GROUP_B, "9"):  # another group, a private chat
         other = await ask(rig, "when does the chess club get together on tuesdays?", chat=chat)
@@ -232,3 +233,13 @@ def test_the_daemons_modules_import_no_numpy() -> None:
         [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+async def test_disabled_there_is_no_kb_command_tool_or_lookup(
+    storage: SqlStorage, tmp_path: Path
+) -> None:
+    async with build_rig(storage, tmp_path, knowledge={"enabled": False}) as rig:
+        assert rig.app.knowledge is None
+        assert (await command(rig, "/kb list")).startswith("Unknown command /kb")
+        seen = await ask(rig, "bot, hello", chat=GROUP_A)
+        assert "[Knowledge:" not in seen
