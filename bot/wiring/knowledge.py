@@ -68,6 +68,9 @@ class DaemonKnowledge:
                 embedder = embedder_from_settings(self.settings)
                 self._kb = KnowledgeBase(self.store, embedder, self.settings)
                 log.info("knowledge base opened (embeddings: %s)", embedder.model_id)
+                # Passages without this model's vectors (a changed model, a long document
+                # whose process stopped) are embedded now; search answers meanwhile.
+                self._direct.embed_later(self._kb)
             return self._kb
 
     # -- what /kb and the CLI call ---------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -64,6 +65,8 @@ class Inbound:
         self._files = QQFiles(downloader, action_timeout_s=action_timeout_s)
         # What recent messages said, so a reply's quoted links are read without a get_msg.
         self._texts: LRUCache[tuple[str, str], str] = LRUCache(2048)
+        # ... and what files they carried, so `/kb add` as a reply to a file can read it.
+        self._files_of: LRUCache[tuple[str, str], tuple[Attachment, ...]] = LRUCache(512)
         self._spawn = spawn
         self._on_alive = on_alive
         self._action_timeout_s = action_timeout_s
@@ -122,6 +125,8 @@ class Inbound:
                 self._authors[(conn.self_id, message.message_id)] = message.sender_id
                 if message.text:
                     self._texts[(conn.self_id, message.message_id)] = message.text
+                if message.attachments:
+                    self._files_of[(conn.self_id, message.message_id)] = message.attachments
             self._registry.note_route(message.chat_id, conn.self_id)
         return draft
 
@@ -131,6 +136,9 @@ class Inbound:
         if parsed.reply_to is not None:
             target, quoted = await self._reply_target(conn, parsed.reply_to)
             message = with_reply(message, target, conn.self_id, quoted)
+            if conn.self_id is not None and message.text.lstrip().startswith("/"):
+                files = self._files_of.get((conn.self_id, parsed.reply_to), ())
+                message = replace(message, reply_attachments=files)
         assert self.handler is not None
         try:
             await self.handler(message)  # answers go out through the channel's send()

@@ -45,6 +45,7 @@ class DirectIntake:
     def __init__(self, knowledge: Callable[[], Awaitable[KnowledgeBase]]) -> None:
         self._knowledge = knowledge
         self._background: set[asyncio.Task[int]] = set()
+        self._embedding = asyncio.Lock()
 
     async def add(self, request: AddRequest) -> str:
         from core.knowledge.service import KnowledgeRefused, Scope
@@ -62,11 +63,20 @@ class DirectIntake:
             return f"Already in the knowledge base: #{doc.id} {doc.source} (the same text)."
         line = f"Added #{doc.id} {doc.source}: {doc.chunk_count} passage(s)"
         if not added.embedded:
-            task = asyncio.create_task(kb.reembed())
-            self._background.add(task)
-            task.add_done_callback(self._done)
+            self.embed_later(kb)
             line += ", searchable by keyword now and by meaning once embedded"
         return line + "."
+
+    def embed_later(self, kb: KnowledgeBase) -> None:
+        """Embed, in the background, every passage the current model has no vector for
+        (a long document, a changed `[knowledge] model`); search answers meanwhile."""
+        task = asyncio.create_task(self._reembed(kb))
+        self._background.add(task)
+        task.add_done_callback(self._done)
+
+    async def _reembed(self, kb: KnowledgeBase) -> int:
+        async with self._embedding:  # one at a time: two would race to write one vector
+            return await kb.reembed()
 
     def _done(self, task: asyncio.Task[int]) -> None:
         self._background.discard(task)

@@ -41,8 +41,8 @@ def knowledge_tool(search: KnowledgeSearch, *, enabled: bool = True) -> Tool:
         name="knowledge",
         marker="Knowledge",
         usage=(
-            "[Knowledge: question or keywords] - search the documents this chat (and "
-            "everyone) added; cite what you use by its source."
+            "[Knowledge: question or keywords] - search the documents added to this chat's "
+            "knowledge base (and the global ones); cite a passage you use by its source."
         ),
         description="Search the documents added to this chat's knowledge base (and global ones).",
         handler=handle,

@@ -1,0 +1,101 @@
+"""`/kb add` as a reply to a file shared in a QQ group, through the fake OneBot v11 over
+the reverse WebSocket.
+
+What must hold: the replied-to file is read through `get_file` and indexed in the QQ
+group's scope (`qq:group:30003`); that group's addressed question carries the passage and
+its source in the model request, another QQ group's does not; a member who is not an
+admin is refused.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from channels.onebot.channel import OneBotChannel
+from tests.fakes.files import make_pdf
+from tests.fakes.onebot_impl import FakeOneBot, sent_text
+from tests.fakes.openai_server import FakeOpenAI, content_text
+from tests.rig import daemon, settings_for
+
+QQ_SELF, ADMIN, MEMBER = 10001, 20002, 20003
+CLUB, OTHER = 30003, 30004
+MINUTES = "Minutes: the committee approved a budget of 4,300 yuan for the spring outing."
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI(reply="Noted.", model="chat-model") as fake:
+        yield fake
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"type": "text", "data": {"text": value}}
+
+
+async def test_kb_add_as_a_reply_to_a_qq_file(
+    tmp_path: Path, database_url: str, model: FakeOpenAI, fake: FakeOpenAI
+) -> None:
+    pdf = make_pdf([MINUTES])
+    asked: list[str] = []
+
+    def get_file(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params["file_id"])
+        return {"file_name": "minutes.pdf", "base64": base64.b64encode(pdf).decode()}
+
+    impl = FakeOneBot(self_id=QQ_SELF)
+    impl.responders["get_file"] = get_file
+    settings = settings_for(
+        tmp_path,
+        database_url,
+        model,
+        onebot={"enabled": True, "host": "127.0.0.1", "port": 0},
+        bot={"admins": [f"qq:{ADMIN}"]},
+        knowledge={"embeddings": "openai", "base_url": fake.base_url},
+    )
+    try:
+        async with daemon(settings) as app:
+            (channel,) = app.channels
+            assert isinstance(channel, OneBotChannel)
+            link = await impl.connect_reverse(f"ws://127.0.0.1:{channel.listen_port}/onebot/v11/ws")
+            await link.next_action("get_login_info")
+            file = {
+                "type": "file",
+                "data": {"file": "minutes.pdf", "file_id": "fid-7", "file_size": str(len(pdf))},
+            }
+            shared = impl.group_message([file], user_id=MEMBER, group_id=CLUB)
+            await link.send_event(shared)
+            quote = {"type": "reply", "data": {"id": str(shared["message_id"])}}
+
+            await link.send_event(
+                impl.group_message([quote, text("/kb add")], user_id=MEMBER, group_id=CLUB)
+            )
+            refused = await link.next_action("send_group_msg")
+            assert "Only admins can add" in sent_text(refused)
+            assert asked == []
+
+            await link.send_event(
+                impl.group_message([quote, text("/kb add")], user_id=ADMIN, group_id=CLUB)
+            )
+            added = sent_text(await link.next_action("send_group_msg"))
+            assert added.startswith("Added #1 minutes.pdf"), added
+            assert asked == ["fid-7"]
+
+            at = {"type": "at", "data": {"qq": str(QQ_SELF)}}
+            question = [at, text(" how much money did the committee approve for the outing?")]
+            for group in (CLUB, OTHER):
+                await link.send_event(impl.group_message(question, user_id=MEMBER, group_id=group))
+                await link.next_action("send_group_msg")
+                seen = "\n".join(
+                    content_text(m.get("content")) for m in model.requests[-1]["messages"]
+                )
+                if group == CLUB:
+                    assert "4,300 yuan" in seen and "[1] minutes.pdf · p. 1" in seen
+                else:
+                    assert "4,300 yuan" not in seen and "minutes.pdf" not in seen
+    finally:
+        await impl.close()
