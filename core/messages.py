@@ -178,6 +178,22 @@ class OutboundMessage:
     text_cut_at: int | None = None  # the text was cut to its first N characters
 
 
+def message_to(
+    where: StoredChat, text: str, *, quoting: str | None = None, **more: Any
+) -> OutboundMessage:
+    """A message into a chat (a reply, a reminder, a job's outcome): the chat's address
+    and thread as `where` names them, quoting the platform message id `quoting` if any.
+    The one builder, so every way out addresses a chat and its thread the same way."""
+    return OutboundMessage(
+        platform=where.platform,
+        chat_id=where.chat_id,
+        text=text,
+        reply_to_message_id=quoting,
+        thread_id=where.thread_id,
+        **more,
+    )
+
+
 @dataclass(frozen=True)
 class Reply:
     """What a command answers; the dispatcher sends it as an OutboundMessage.
