@@ -48,14 +48,9 @@ class ReminderStore:
             raise ReminderRefused(f"the text is too long: at most {TEXT_MAX_CHARS} characters")
         now = utcnow()
         values = {
-            "kind": draft.kind,
-            "platform": draft.platform,
-            "chat_id": draft.chat_id,
-            "chat_type": draft.chat_type,
-            "thread_id": draft.thread_id,
+            **draft.origin_columns(),
             "owner_id": draft.owner_id,
             "owner_name": clean_text(draft.owner_name)[:NAME_LEN],
-            "origin_message_id": draft.origin_message_id,
             "text": text,
             "rule": draft.rule,
             "zone": draft.zone,

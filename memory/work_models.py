@@ -34,12 +34,22 @@ from memory.rows import (
 
 # -- reminders and scheduled tasks (migration 0009) --
 
+
+class WorkOriginColumns(ChatAddress):
+    """The columns of memory.types.WorkOrigin, shared by every table of such work: its
+    kind, the chat (ChatAddress), the thread, and the message that asked."""
+
+    kind: Mapped[str] = mapped_column(String(KIND_LEN))
+    thread_id: Mapped[str | None] = mapped_column(String(ID_LEN))
+    origin_message_id: Mapped[str | None] = mapped_column(String(ID_LEN))
+
+
 REMINDER_KINDS = ("remind", "task")
 REMINDER_STATES = ("active", "done", "missed", "cancelled")
 RUN_STATES = ("claimed", "delivered", "late", "missed", "failed", "skipped")
 
 
-class ReminderRow(ChatAddress, Base):
+class ReminderRow(WorkOriginColumns, Base):
     """A reminder (`/remind`) or a scheduled model turn (`/schedule`) of one person in
     one chat. `next_due_at` is the occurrence still to come (None once finished); the
     claim of an occurrence is the conditional UPDATE that moves it on (memory/reminders.py).
@@ -53,11 +63,8 @@ class ReminderRow(ChatAddress, Base):
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    kind: Mapped[str] = mapped_column(String(KIND_LEN))
-    thread_id: Mapped[str | None] = mapped_column(String(ID_LEN))
     owner_id: Mapped[str] = mapped_column(String(ID_LEN))
     owner_name: Mapped[str] = mapped_column(String(NAME_LEN))
-    origin_message_id: Mapped[str | None] = mapped_column(String(ID_LEN))
     text: Mapped[str] = mapped_column(Text)
     rule: Mapped[str] = mapped_column(String(NAME_LEN))
     zone: Mapped[str] = mapped_column(String(64))
@@ -95,7 +102,7 @@ class ReminderRunRow(Base):
     detail: Mapped[str] = mapped_column(Text, default="")
 
 
-class JobRow(ChatAddress, Base):
+class JobRow(WorkOriginColumns, Base):
     """Work that outlives a turn (a picture drawn, a background task, a document indexed):
     a row first, work second. One process claims it (a conditional UPDATE with a lease);
     a process killed mid-way leaves a lease that runs out, and another claims it again.
@@ -112,11 +119,8 @@ class JobRow(ChatAddress, Base):
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    kind: Mapped[str] = mapped_column(String(KIND_LEN))
-    thread_id: Mapped[str | None] = mapped_column(String(ID_LEN))
     requester_id: Mapped[str] = mapped_column(String(ID_LEN))
     requester_name: Mapped[str] = mapped_column(String(NAME_LEN))
-    origin_message_id: Mapped[str | None] = mapped_column(String(ID_LEN))
     args: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     state: Mapped[str] = mapped_column(String(KIND_LEN))
     attempts: Mapped[int] = mapped_column(Integer, default=0)
