@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
-from memory.types import InChat
+from memory.types import InChat, person_key
 
 # The message id of a scheduled task's turn (core/reminders/scheduler.py): no platform
 # message has it, so its answer quotes nothing.
@@ -87,7 +87,7 @@ class InboundMessage(InChat):
     @property
     def sender_key(self) -> str:
         """Long-term memory is keyed by (platform, user)."""
-        return f"{self.platform}:{self.sender_id}"
+        return person_key(self.platform, self.sender_id)
 
     @property
     def scheduled(self) -> bool:

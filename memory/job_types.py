@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from memory.types import WorkOrigin
+from memory.types import WorkOrigin, person_key
 
 # queued -> running -> done | failed | cancelled; a running job whose lease ran out (its
 # process died) is claimed again, up to max_attempts.
@@ -54,4 +54,4 @@ class Job(WorkOrigin):
 
     @property
     def requester_key(self) -> str:
-        return f"{self.platform}:{self.requester_id}"
+        return person_key(self.platform, self.requester_id)

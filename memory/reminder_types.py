@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from memory.types import WorkOrigin
+from memory.types import WorkOrigin, person_key
 
 
 class ReminderRefused(ValueError):
@@ -46,7 +46,7 @@ class Reminder(WorkOrigin):
 
     @property
     def owner_key(self) -> str:
-        return f"{self.platform}:{self.owner_id}"
+        return person_key(self.platform, self.owner_id)
 
 
 @dataclass(frozen=True)

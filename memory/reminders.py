@@ -20,6 +20,7 @@ from memory.migrate import Database
 from memory.records import Records
 from memory.reminder_types import Reminder, ReminderDraft, ReminderRefused, Run
 from memory.rows import NAME_LEN, check_key, clean_text, utcnow
+from memory.types import person_key
 from memory.work_models import ReminderRow, ReminderRunRow
 
 __all__ = ["Reminder", "ReminderDraft", "ReminderRefused", "ReminderStore", "Run"]
@@ -58,7 +59,7 @@ class ReminderStore:
             "next_due_at": draft.first_due,
             "created_at": now,
             "updated_at": now,
-            "updated_by": f"{draft.platform}:{draft.owner_id}"[:200],
+            "updated_by": person_key(draft.platform, draft.owner_id)[:200],
         }
         active = ReminderRow.state == "active"
         mine = select(func.count()).where(

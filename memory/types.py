@@ -37,6 +37,12 @@ class ChatKey:
         return cls(platform, chat_id)
 
 
+def person_key(platform: str, user_id: str) -> str:
+    """Which person: `platform:user_id`, the one spelling of a person as ChatKey is of a
+    chat (access lists and admins, memory and quotas, a reminder's owner, a job's asker)."""
+    return f"{platform}:{user_id}"
+
+
 class InChat:
     """A record that belongs to one chat: its `platform` and `chat_id` name it."""
 
