@@ -21,13 +21,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memory.models import Base, ChatAddress
+from memory.models import Base, BigIdKey, ChatAddress
 from memory.rows import (
     AUTHOR_LEN,
     ID_LEN,
     KIND_LEN,
     NAME_LEN,
-    BigId,
     UTCDateTime,
     utcnow,
 )
@@ -49,7 +48,7 @@ REMINDER_STATES = ("active", "done", "missed", "cancelled")
 RUN_STATES = ("claimed", "delivered", "late", "missed", "failed", "skipped")
 
 
-class ReminderRow(WorkOriginColumns, Base):
+class ReminderRow(WorkOriginColumns, BigIdKey, Base):
     """A reminder (`/remind`) or a scheduled model turn (`/schedule`) of one person in
     one chat. `next_due_at` is the occurrence still to come (None once finished); the
     claim of an occurrence is the conditional UPDATE that moves it on (memory/reminders.py).
@@ -62,7 +61,6 @@ class ReminderRow(WorkOriginColumns, Base):
         {"sqlite_autoincrement": True},
     )
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
     owner_id: Mapped[str] = mapped_column(String(ID_LEN))
     owner_name: Mapped[str] = mapped_column(String(NAME_LEN))
     text: Mapped[str] = mapped_column(Text)
@@ -77,7 +75,7 @@ class ReminderRow(WorkOriginColumns, Base):
     updated_by: Mapped[str] = mapped_column(String(AUTHOR_LEN), default="")
 
 
-class ReminderRunRow(Base):
+class ReminderRunRow(BigIdKey, Base):
     """One occurrence of a reminder: claimed once (the unique key), then delivered, late,
     missed, failed or skipped. A `claimed` row whose claimer died is recovery's to finish."""
 
@@ -88,7 +86,6 @@ class ReminderRunRow(Base):
         {"sqlite_autoincrement": True},
     )
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
     reminder_id: Mapped[int] = mapped_column(
         BigInteger().with_variant(Integer(), "sqlite"),
         ForeignKey("reminders.id", ondelete="CASCADE"),
@@ -102,7 +99,7 @@ class ReminderRunRow(Base):
     detail: Mapped[str] = mapped_column(Text, default="")
 
 
-class JobRow(WorkOriginColumns, Base):
+class JobRow(WorkOriginColumns, BigIdKey, Base):
     """Work that outlives a turn (a picture drawn, a background task, a document indexed):
     a row first, work second. One process claims it (a conditional UPDATE with a lease);
     a process killed mid-way leaves a lease that runs out, and another claims it again.
@@ -118,7 +115,6 @@ class JobRow(WorkOriginColumns, Base):
         {"sqlite_autoincrement": True},
     )
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
     requester_id: Mapped[str] = mapped_column(String(ID_LEN))
     requester_name: Mapped[str] = mapped_column(String(NAME_LEN))
     args: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
