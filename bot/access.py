@@ -27,27 +27,12 @@ from typing import Literal
 from bot.config import Settings
 from channels.http.chat_ids import GROUP, stored_group_id
 from core.messages import ChatType, InboundMessage
+from core.tools.mcp.permission import Decision
 from memory.chat_settings import ChatSettings
 from memory.types import ChatKey
 
 # The operator at their own terminal (`chatterd chat`): never restricted.
 EXEMPT_PLATFORMS = frozenset({"console"})
-
-
-@dataclass(frozen=True)
-class Admission:
-    """Whether a message is served here, and why (for logs and `/bot status`)."""
-
-    serve: bool
-    why: str
-
-
-@dataclass(frozen=True)
-class GroupAccess:
-    """Whether a group is on the list of served groups, and who decided it."""
-
-    allowed: bool
-    why: str
 
 
 @dataclass(frozen=True)
@@ -76,47 +61,45 @@ class AccessRules:
     def is_admin(self, message: InboundMessage) -> bool:
         return message.sender_key in self.admins
 
-    def group(self, here: ChatSettings) -> GroupAccess:
+    def group(self, here: ChatSettings) -> Decision:
         """Is this group on the list? `/bot allow|deny` first, then the config."""
         if here.allowed is True:
-            return GroupAccess(True, "allowed by /bot allow")
+            return Decision(True, "allowed by /bot allow")
         if here.allowed is False:
-            return GroupAccess(False, "denied by /bot deny")
+            return Decision(False, "denied by /bot deny")
         if self.groups == "all":
-            return GroupAccess(True, '[access] groups = "all"')
+            return Decision(True, '[access] groups = "all"')
         if here.chat_key in self.allowed_groups:
-            return GroupAccess(True, "listed in [access] allowed_groups")
-        return GroupAccess(False, "not in [access] allowed_groups")
+            return Decision(True, "listed in [access] allowed_groups")
+        return Decision(False, "not in [access] allowed_groups")
 
-    def private_chat(self, message: InboundMessage) -> Admission:
+    def private_chat(self, message: InboundMessage) -> Decision:
         """A private chat, by its sender (admins always)."""
         if self.is_admin(message):
-            return Admission(True, "an admin")
+            return Decision(True, "an admin")
         if self.private == "all":
-            return Admission(True, '[access] private = "all"')
+            return Decision(True, '[access] private = "all"')
         if self.private == "allowlist" and message.sender_key in self.allowed_users:
-            return Admission(True, "listed in [access] allowed_users")
+            return Decision(True, "listed in [access] allowed_users")
         if self.private == "allowlist":
-            return Admission(False, "not in [access] allowed_users")
-        return Admission(False, '[access] private = "off"')
+            return Decision(False, "not in [access] allowed_users")
+        return Decision(False, '[access] private = "off"')
 
-    def admit(self, message: InboundMessage, here: ChatSettings, *, command: bool) -> Admission:
+    def admit(self, message: InboundMessage, here: ChatSettings, *, command: bool) -> Decision:
         """Serve this message? `here` is its chat's settings (the defaults if none)."""
         if message.platform in EXEMPT_PLATFORMS:
-            return Admission(True, "the console")
+            return Decision(True, "the console")
         admin = self.is_admin(message)
         if admin and command:
-            return Admission(True, "an admin's command")
+            return Decision(True, "an admin's command")
         if not admin and message.sender_key in self.blocked_users:
-            return Admission(False, "sender in [access] blocked_users")
+            return Decision(False, "sender in [access] blocked_users")
         if message.chat_type is ChatType.PRIVATE:
             return self.private_chat(message)
         group = self.group(here)
-        if not group.allowed:
-            return Admission(False, group.why)
-        if not here.enabled:
-            return Admission(False, "switched off by /bot off")
-        return Admission(True, group.why)
+        if group.allowed and not here.enabled:
+            return Decision(False, "switched off by /bot off")
+        return group
 
 
 def _group_key(text: str) -> ChatKey:

@@ -269,7 +269,7 @@ class Dispatcher:
         if self._access is None:
             return None
         admission = self._access.admit(message, here, command=command)
-        return None if admission.serve else admission.why
+        return None if admission.allowed else admission.why
 
     async def _settings_of(self, message: InboundMessage) -> ChatSettings:
         """A group's stored settings (cached); private chats need none here."""

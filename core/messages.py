@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
-from memory.types import InChat
+from memory.types import InChat, person_key
 
 # The message id of a scheduled task's turn (core/reminders/scheduler.py): no platform
 # message has it, so its answer quotes nothing.
@@ -90,7 +90,7 @@ class InboundMessage(InChat):
     @property
     def sender_key(self) -> str:
         """Long-term memory is keyed by (platform, user)."""
-        return f"{self.platform}:{self.sender_id}"
+        return person_key(self.platform, self.sender_id)
 
     @property
     def scheduled(self) -> bool:
@@ -183,6 +183,22 @@ class OutboundMessage:
     # notice leaves through the one door like every answer):
     unreadable: bool = False  # nothing here the channel can read (a sticker, a poll)
     text_cut_at: int | None = None  # the text was cut to its first N characters
+
+
+def message_to(
+    where: StoredChat, text: str, *, quoting: str | None = None, **more: Any
+) -> OutboundMessage:
+    """A message into a chat (a reply, a reminder, a job's outcome): the chat's address
+    and thread as `where` names them, quoting the platform message id `quoting` if any.
+    The one builder, so every way out addresses a chat and its thread the same way."""
+    return OutboundMessage(
+        platform=where.platform,
+        chat_id=where.chat_id,
+        text=text,
+        reply_to_message_id=quoting,
+        thread_id=where.thread_id,
+        **more,
+    )
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from memory.types import InChat
+from memory.types import WorkOrigin, person_key
 
 # queued -> running -> done | failed | cancelled; a running job whose lease ran out (its
 # process died) is claimed again, up to max_attempts.
@@ -23,32 +23,20 @@ class JobRefused(ValueError):
 
 
 @dataclass(frozen=True)
-class JobDraft:
+class JobDraft(WorkOrigin):
     """What a job is asked to do, by whom, and where its result goes."""
 
-    kind: str
-    platform: str
-    chat_id: str
-    chat_type: str
     requester_id: str
     requester_name: str
     args: dict[str, Any] = field(default_factory=dict)
-    thread_id: str | None = None
-    origin_message_id: str | None = None
     max_attempts: int = 3
 
 
 @dataclass(frozen=True)
-class Job(InChat):
+class Job(WorkOrigin):
     id: int
-    kind: str
-    platform: str
-    chat_id: str
-    chat_type: str
-    thread_id: str | None
     requester_id: str
     requester_name: str
-    origin_message_id: str | None
     args: dict[str, Any]
     state: str
     attempts: int
@@ -66,4 +54,4 @@ class Job(InChat):
 
     @property
     def requester_key(self) -> str:
-        return f"{self.platform}:{self.requester_id}"
+        return person_key(self.platform, self.requester_id)

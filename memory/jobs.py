@@ -43,14 +43,9 @@ class JobStore:
         check_key("job requester", draft.platform, draft.requester_id)
         now = utcnow()
         values = {
-            "kind": draft.kind,
-            "platform": draft.platform,
-            "chat_id": draft.chat_id,
-            "chat_type": draft.chat_type,
-            "thread_id": draft.thread_id,
+            **draft.origin_columns(),
             "requester_id": draft.requester_id,
             "requester_name": clean_text(draft.requester_name)[:NAME_LEN],
-            "origin_message_id": draft.origin_message_id,
             "args": dict(draft.args),
             "state": "queued",
             "attempts": 0,

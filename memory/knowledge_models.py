@@ -22,14 +22,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memory.models import Base
+from memory.models import Base, BigIdKey
 from memory.rows import (
     AUTHOR_LEN,
     HASH_LEN,
     KIND_LEN,
     NAME_LEN,
     SCOPE_LEN,
-    BigId,
     TermsVector,
     UTCDateTime,
     utcnow,
@@ -38,7 +37,7 @@ from memory.rows import (
 # -- the knowledge base (migration 0012) --
 
 
-class KnowledgeDocumentRow(Base):
+class KnowledgeDocumentRow(BigIdKey, Base):
     """One document in one scope (a chat's "platform:chat_id", or "global").
 
     `state` is how far ingestion got: `indexing` from the moment it is accepted (the
@@ -54,7 +53,6 @@ class KnowledgeDocumentRow(Base):
         {"sqlite_autoincrement": True},
     )
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
     scope: Mapped[str] = mapped_column(String(SCOPE_LEN))
     source: Mapped[str] = mapped_column(String(NAME_LEN))
     content_hash: Mapped[str] = mapped_column(String(HASH_LEN))
@@ -68,7 +66,7 @@ class KnowledgeDocumentRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
-class KnowledgeChunkRow(Base):
+class KnowledgeChunkRow(BigIdKey, Base):
     """One passage of a ready document. Chunks exist only while their document is ready:
     written in the transaction that makes it so, deleted in the one that removes it."""
 
@@ -80,7 +78,6 @@ class KnowledgeChunkRow(Base):
         {"sqlite_autoincrement": True},
     )
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
     document_id: Mapped[int] = mapped_column(
         BigInteger().with_variant(Integer(), "sqlite"),
         ForeignKey("knowledge_documents.id", ondelete="CASCADE"),

@@ -52,6 +52,14 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
+class BigIdKey:
+    """`id`, a 64-bit primary key: BIGINT on PostgreSQL, and on SQLite the INTEGER that
+    is the rowid (memory.rows.BigId): the key of every table whose rows keep coming
+    (turns, accepted messages, usage, tool calls, reminders, jobs, knowledge)."""
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+
+
 class User(Base):
     """A person on one platform; long-term memory hangs off this row."""
 
@@ -91,7 +99,7 @@ class Chat(Base):
     turn_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
-class TurnRow(Base):
+class TurnRow(BigIdKey, Base):
     """One stored turn. The id orders a chat's turns; (chat, id) is the history index."""
 
     __tablename__ = "turns"
@@ -110,7 +118,6 @@ class TurnRow(Base):
         {"sqlite_autoincrement": True},
     )
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
     chat_id: Mapped[int] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"))
     sender_user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
     role: Mapped[str] = mapped_column(String(KIND_LEN))
@@ -155,7 +162,7 @@ class ChatAddress:
     chat_type: Mapped[str] = mapped_column(String(KIND_LEN))
 
 
-class IntakeRow(ChatAddress, Base):
+class IntakeRow(ChatAddress, BigIdKey, Base):
     """A triggered message the daemon accepted, and how far its answer got.
 
     Written before any slow step (images, the model, search), so a crash at any point
@@ -178,7 +185,6 @@ class IntakeRow(ChatAddress, Base):
         {"sqlite_autoincrement": True},
     )
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
     sender_id: Mapped[str] = mapped_column(String(ID_LEN))
     sender_name: Mapped[str] = mapped_column(String(NAME_LEN))
     platform_message_id: Mapped[str | None] = mapped_column(String(ID_LEN))
@@ -240,7 +246,7 @@ class ChatSettingsRow(Base):
 USAGE_PURPOSES = ("reply", "vision", "compaction", "transcription", "speech", "image")
 
 
-class UsageRow(Base):
+class UsageRow(BigIdKey, Base):
     """Tokens spent per (day, platform, chat, user, model, purpose), added to in place.
 
     One row per key and day keeps `/usage`, quotas and the console's charts to small
@@ -255,7 +261,6 @@ class UsageRow(Base):
         Index("ix_usage_chat_day", "platform", "chat_id", "day"),
     )
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
     day: Mapped[date] = mapped_column(Date)  # UTC
     platform: Mapped[str] = mapped_column(String(PLATFORM_LEN))
     chat_id: Mapped[str] = mapped_column(String(ID_LEN))
@@ -270,7 +275,7 @@ class UsageRow(Base):
     cached_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
-class ToolCallRow(Base):
+class ToolCallRow(BigIdKey, Base):
     """One call of a tool from an MCP server: who asked, how long it took, how it ended.
 
     Why rows and not counters: an operator investigating "who made the bot do that"
@@ -280,7 +285,6 @@ class ToolCallRow(Base):
     __tablename__ = "tool_calls"
     __table_args__ = (Index("ix_tool_calls_created", "created_at"),)
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     server: Mapped[str] = mapped_column(String(64))
     tool: Mapped[str] = mapped_column(String(NAME_LEN))

@@ -22,6 +22,7 @@ class Records(Generic[R]):
     def __init__(self, table: type, record: Callable[..., R]) -> None:
         fields = getattr(record, "__dataclass_fields__")  # noqa: B009 (a dataclass type)
         self.columns = tuple(getattr(table, name) for name in fields)
+        self._names = tuple(fields)
         self._id = getattr(table, "id")  # noqa: B009 (every record table has one)
         self._record = record
 
@@ -29,7 +30,8 @@ class Records(Generic[R]):
         return select(*self.columns)
 
     def of(self, row: Any) -> R:
-        return self._record(*row)
+        """By name: a record's fields may be keyword-only (memory.types.WorkOrigin)."""
+        return self._record(**dict(zip(self._names, row, strict=True)))
 
     async def one(self, database: Database, query: Select[Any]) -> R | None:
         row = await database.read(lambda conn: conn.execute(query).first())

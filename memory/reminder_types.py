@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from memory.types import InChat
+from memory.types import WorkOrigin, person_key
 
 
 class ReminderRefused(ValueError):
@@ -17,32 +17,22 @@ class ReminderRefused(ValueError):
 
 
 @dataclass(frozen=True)
-class ReminderDraft:
-    kind: str  # "remind" or "task"
-    platform: str
-    chat_id: str
-    chat_type: str
+class ReminderDraft(WorkOrigin):
+    """A reminder (kind "remind") or a scheduled task ("task") about to be stored."""
+
     owner_id: str
     owner_name: str
     text: str
     rule: str
     zone: str
     first_due: datetime
-    thread_id: str | None = None
-    origin_message_id: str | None = None
 
 
 @dataclass(frozen=True)
-class Reminder(InChat):
+class Reminder(WorkOrigin):
     id: int
-    kind: str
-    platform: str
-    chat_id: str
-    chat_type: str
-    thread_id: str | None
     owner_id: str
     owner_name: str
-    origin_message_id: str | None
     text: str
     rule: str
     zone: str
@@ -56,7 +46,7 @@ class Reminder(InChat):
 
     @property
     def owner_key(self) -> str:
-        return f"{self.platform}:{self.owner_id}"
+        return person_key(self.platform, self.owner_id)
 
 
 @dataclass(frozen=True)

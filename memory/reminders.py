@@ -20,6 +20,7 @@ from memory.migrate import Database
 from memory.records import Records
 from memory.reminder_types import Reminder, ReminderDraft, ReminderRefused, Run
 from memory.rows import NAME_LEN, check_key, clean_text, utcnow
+from memory.types import person_key
 from memory.work_models import ReminderRow, ReminderRunRow
 
 __all__ = ["Reminder", "ReminderDraft", "ReminderRefused", "ReminderStore", "Run"]
@@ -48,14 +49,9 @@ class ReminderStore:
             raise ReminderRefused(f"the text is too long: at most {TEXT_MAX_CHARS} characters")
         now = utcnow()
         values = {
-            "kind": draft.kind,
-            "platform": draft.platform,
-            "chat_id": draft.chat_id,
-            "chat_type": draft.chat_type,
-            "thread_id": draft.thread_id,
+            **draft.origin_columns(),
             "owner_id": draft.owner_id,
             "owner_name": clean_text(draft.owner_name)[:NAME_LEN],
-            "origin_message_id": draft.origin_message_id,
             "text": text,
             "rule": draft.rule,
             "zone": draft.zone,
@@ -63,7 +59,7 @@ class ReminderStore:
             "next_due_at": draft.first_due,
             "created_at": now,
             "updated_at": now,
-            "updated_by": f"{draft.platform}:{draft.owner_id}"[:200],
+            "updated_by": person_key(draft.platform, draft.owner_id)[:200],
         }
         active = ReminderRow.state == "active"
         mine = select(func.count()).where(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, fields
 from datetime import date, datetime
 from typing import Any, Literal, Protocol
 
@@ -37,6 +37,12 @@ class ChatKey:
         return cls(platform, chat_id)
 
 
+def person_key(platform: str, user_id: str) -> str:
+    """Which person: `platform:user_id`, the one spelling of a person as ChatKey is of a
+    chat (access lists and admins, memory and quotas, a reminder's owner, a job's asker)."""
+    return f"{platform}:{user_id}"
+
+
 class InChat:
     """A record that belongs to one chat: its `platform` and `chat_id` name it."""
 
@@ -46,6 +52,25 @@ class InChat:
     @property
     def chat_key(self) -> ChatKey:
         return ChatKey(self.platform, self.chat_id)
+
+
+@dataclass(frozen=True)
+class WorkOrigin(InChat):
+    """Work that outlives a turn (a reminder, a job) and where it was asked for: its kind,
+    the chat, and, by name only, the thread and the message that asked (in a group the
+    answer quotes it). Drafts and stored records of every kind share these fields."""
+
+    kind: str
+    platform: str
+    chat_id: str
+    chat_type: str  # "private" | "group"
+    _: KW_ONLY
+    thread_id: str | None = None
+    origin_message_id: str | None = None
+
+    def origin_columns(self) -> dict[str, Any]:
+        """These fields by name: a store writes them to the row's columns of those names."""
+        return {f.name: getattr(self, f.name) for f in fields(WorkOrigin)}
 
 
 @dataclass(frozen=True)

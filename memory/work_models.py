@@ -21,25 +21,34 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memory.models import Base, ChatAddress
+from memory.models import Base, BigIdKey, ChatAddress
 from memory.rows import (
     AUTHOR_LEN,
     ID_LEN,
     KIND_LEN,
     NAME_LEN,
-    BigId,
     UTCDateTime,
     utcnow,
 )
 
 # -- reminders and scheduled tasks (migration 0009) --
 
+
+class WorkOriginColumns(ChatAddress):
+    """The columns of memory.types.WorkOrigin, shared by every table of such work: its
+    kind, the chat (ChatAddress), the thread, and the message that asked."""
+
+    kind: Mapped[str] = mapped_column(String(KIND_LEN))
+    thread_id: Mapped[str | None] = mapped_column(String(ID_LEN))
+    origin_message_id: Mapped[str | None] = mapped_column(String(ID_LEN))
+
+
 REMINDER_KINDS = ("remind", "task")
 REMINDER_STATES = ("active", "done", "missed", "cancelled")
 RUN_STATES = ("claimed", "delivered", "late", "missed", "failed", "skipped")
 
 
-class ReminderRow(ChatAddress, Base):
+class ReminderRow(WorkOriginColumns, BigIdKey, Base):
     """A reminder (`/remind`) or a scheduled model turn (`/schedule`) of one person in
     one chat. `next_due_at` is the occurrence still to come (None once finished); the
     claim of an occurrence is the conditional UPDATE that moves it on (memory/reminders.py).
@@ -52,12 +61,8 @@ class ReminderRow(ChatAddress, Base):
         {"sqlite_autoincrement": True},
     )
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    kind: Mapped[str] = mapped_column(String(KIND_LEN))
-    thread_id: Mapped[str | None] = mapped_column(String(ID_LEN))
     owner_id: Mapped[str] = mapped_column(String(ID_LEN))
     owner_name: Mapped[str] = mapped_column(String(NAME_LEN))
-    origin_message_id: Mapped[str | None] = mapped_column(String(ID_LEN))
     text: Mapped[str] = mapped_column(Text)
     rule: Mapped[str] = mapped_column(String(NAME_LEN))
     zone: Mapped[str] = mapped_column(String(64))
@@ -70,7 +75,7 @@ class ReminderRow(ChatAddress, Base):
     updated_by: Mapped[str] = mapped_column(String(AUTHOR_LEN), default="")
 
 
-class ReminderRunRow(Base):
+class ReminderRunRow(BigIdKey, Base):
     """One occurrence of a reminder: claimed once (the unique key), then delivered, late,
     missed, failed or skipped. A `claimed` row whose claimer died is recovery's to finish."""
 
@@ -81,7 +86,6 @@ class ReminderRunRow(Base):
         {"sqlite_autoincrement": True},
     )
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
     reminder_id: Mapped[int] = mapped_column(
         BigInteger().with_variant(Integer(), "sqlite"),
         ForeignKey("reminders.id", ondelete="CASCADE"),
@@ -95,7 +99,7 @@ class ReminderRunRow(Base):
     detail: Mapped[str] = mapped_column(Text, default="")
 
 
-class JobRow(ChatAddress, Base):
+class JobRow(WorkOriginColumns, BigIdKey, Base):
     """Work that outlives a turn (a picture drawn, a background task, a document indexed):
     a row first, work second. One process claims it (a conditional UPDATE with a lease);
     a process killed mid-way leaves a lease that runs out, and another claims it again.
@@ -111,12 +115,8 @@ class JobRow(ChatAddress, Base):
         {"sqlite_autoincrement": True},
     )
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    kind: Mapped[str] = mapped_column(String(KIND_LEN))
-    thread_id: Mapped[str | None] = mapped_column(String(ID_LEN))
     requester_id: Mapped[str] = mapped_column(String(ID_LEN))
     requester_name: Mapped[str] = mapped_column(String(NAME_LEN))
-    origin_message_id: Mapped[str | None] = mapped_column(String(ID_LEN))
     args: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     state: Mapped[str] = mapped_column(String(KIND_LEN))
     attempts: Mapped[int] = mapped_column(Integer, default=0)

@@ -120,7 +120,7 @@ def test_admit(
     rules: AccessRules, msg: InboundMessage, settings: ChatSettings, serve: bool, why: str
 ) -> None:
     decided = rules.admit(msg, settings, command=is_command(msg.text))
-    assert decided.serve is serve
+    assert decided.allowed is serve
     assert why in decided.why
 
 
@@ -133,12 +133,12 @@ def test_http_ids_are_platform_keys() -> None:
     )
     team = InboundMessage("http", "team", ChatType.GROUP, "u9", "u9", "hi")
     other = InboundMessage("http", "other", ChatType.GROUP, "u9", "u9", "hi")
-    assert rules.admit(team, ChatSettings("http", "team"), command=False).serve
-    assert not rules.admit(other, ChatSettings("http", "other"), command=False).serve
+    assert rules.admit(team, ChatSettings("http", "team"), command=False).allowed
+    assert not rules.admit(other, ChatSettings("http", "other"), command=False).allowed
     app1 = InboundMessage("http", "app1", ChatType.PRIVATE, "app1", "app1", "hi")
     app2 = InboundMessage("http", "app2", ChatType.PRIVATE, "app2", "app2", "hi")
-    assert rules.admit(app1, ChatSettings("http", "app1"), command=False).serve
-    assert not rules.admit(app2, ChatSettings("http", "app2"), command=False).serve
+    assert rules.admit(app1, ChatSettings("http", "app1"), command=False).allowed
+    assert not rules.admit(app2, ChatSettings("http", "app2"), command=False).allowed
 
 
 # -- the config ----------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import pytest
 from bot.wiring.app import App
 from channels.onebot.channel import OneBotChannel
 from core.messages import ChatType
-from core.turn.bursts import BurstOptions, in_arrival_order, leading_burst
+from core.turn.bursts import BurstOptions, BurstWindow, in_arrival_order, leading_burst
 from memory.store import SqlStorage
 from memory.types import IntakeDraft, IntakeEntry
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot
@@ -202,14 +202,14 @@ def _entry(n: int, sender: str, at_s: float, state: str = "pending") -> IntakeEn
 
 
 def test_recovery_merges_what_the_live_path_would_have_merged() -> None:
-    options = BurstOptions(group_ms=1500, private_ms=1000, group_max_ms=6000)
+    options = BurstOptions(group=BurstWindow(1500, 6000), private=BurstWindow(1000))
     run = [_entry(1, "a", 0), _entry(2, "a", 1), _entry(3, "a", 2), _entry(4, "a", 30)]
     assert [e.id for e in leading_burst(run, options)] == [1, 2, 3]  # a long pause cuts it
     other = [_entry(1, "a", 0), _entry(2, "b", 0.5)]
     assert [e.id for e in leading_burst(other, options)] == [1]  # another sender cuts it
     spread = [_entry(i, "a", i * 1.4) for i in range(1, 12)]
     assert len(leading_burst(spread, options)) < len(spread)  # the max cuts it
-    off = BurstOptions(group_ms=0)
+    off = BurstOptions(group=BurstWindow(0))
     assert [e.id for e in leading_burst(run, off)] == [1]
     assert options.window_s(ChatType.PRIVATE) == 1.0
 

@@ -8,7 +8,6 @@ import pytest
 
 from channels.onebot.message import (
     FileSegment,
-    ImageSegment,
     cq_unescape,
     interpret,
     normalize_message,
@@ -108,8 +107,8 @@ def test_reply_and_images_extracted() -> None:
     parsed = interpret(segs, "10001")
     assert parsed.reply_to == "-12345"
     assert parsed.images == (
-        ImageSegment("https://m.qpic.cn/abc", "abc.jpg"),
-        ImageSegment("https://cdn.example/p.png", "https://cdn.example/p.png"),
+        FileSegment("image", "abc.jpg", url="https://m.qpic.cn/abc"),
+        FileSegment("image", "https://cdn.example/p.png", url="https://cdn.example/p.png"),
     )
     assert parsed.text == "[image]look"  # the unreachable local file is only mentioned
 

@@ -11,6 +11,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from bot.cli.stored import add_cancel_parser, opened_store, typed_id
 from bot.commands.jobs import job_line
 from bot.config import Settings
 from memory.job_types import JOB_STATES
@@ -34,18 +35,14 @@ def add_jobs_parser(sub: Any) -> None:
         metavar="STATE",
         help=f"only jobs in this state ({', '.join(JOB_STATES)})",
     )
-    cancel = actions.add_parser("cancel", help="cancel a job that has not ended")
-    cancel.add_argument("id", help="the id /jobs shows (12 or #12)")
+    add_cancel_parser(actions, "cancel a job that has not ended", listed_by="/jobs")
 
 
 async def run_jobs_command(args: argparse.Namespace, settings: Settings) -> int:
-    from memory.store import open_storage
-
-    store = await open_storage(settings.storage.url)
-    try:
+    async with opened_store(settings) as store:
         if args.jobs_command == "cancel":
-            number = args.id.lstrip("#")
-            job = await store.jobs.get(int(number)) if number.isdigit() else None
+            number = typed_id(args.id)
+            job = await store.jobs.get(number) if number is not None else None
             if job is None:
                 print(f"chatterd jobs: no job {args.id!r}", file=sys.stderr)
                 return 1
@@ -55,8 +52,6 @@ async def run_jobs_command(args: argparse.Namespace, settings: Settings) -> int:
             print(f"cancelled job #{job.id} ({job.kind}) in {job.chat_key}")
             return 0
         found = await store.jobs.recent(state=args.state)
-    finally:
-        await store.close()
     if not found:
         print("no jobs")
         return 0

@@ -9,6 +9,7 @@ import argparse
 import sys
 from typing import Any
 
+from bot.cli.stored import opened_store
 from bot.commands.table import PLATFORM_ID
 from bot.config import Settings
 from memory.service import MemoryRefused, MemoryService, numbered_lines
@@ -45,17 +46,13 @@ def add_memory_parser(sub: Any) -> None:
 
 
 async def run_memory_command(args: argparse.Namespace, settings: Settings) -> int:
-    from memory.store import open_storage
-
     platform, user_id = args.user
-    store = await open_storage(settings.storage.url)
-    try:
-        return await _run(args, MemoryService(store), platform, user_id)
-    except MemoryRefused as refused:
-        print(refused, file=sys.stderr)
-        return 1
-    finally:
-        await store.close()
+    async with opened_store(settings) as store:
+        try:
+            return await _run(args, MemoryService(store), platform, user_id)
+        except MemoryRefused as refused:
+            print(refused, file=sys.stderr)
+            return 1
 
 
 async def _run(args: argparse.Namespace, memories: MemoryService, platform: str, user: str) -> int:

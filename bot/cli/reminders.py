@@ -12,6 +12,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from bot.cli.stored import add_cancel_parser, opened_store, typed_id
 from bot.config import Settings
 from core.reminders.service import list_line
 from memory.types import ChatKey
@@ -34,22 +35,18 @@ def add_reminders_parser(sub: Any) -> None:
     listing.add_argument(
         "--all", action="store_true", help="also finished and cancelled ones (the newest 200)"
     )
-    cancel = actions.add_parser("cancel", help="cancel a reminder by its id")
-    cancel.add_argument("id", help="the id /remind list shows (12 or #12)")
+    add_cancel_parser(actions, "cancel a reminder by its id", listed_by="/remind list")
 
 
 async def run_reminders_command(args: argparse.Namespace, settings: Settings) -> int:
-    from memory.store import open_storage
-
-    store = await open_storage(settings.storage.url)
-    try:
+    async with opened_store(settings) as store:
         if args.reminders_command == "cancel":
-            number = args.id.lstrip("#")
-            if not number.isdigit():
+            number = typed_id(args.id)
+            if number is None:
                 print(f"chatterd reminders: {args.id!r} is not a reminder id", file=sys.stderr)
                 return 2
-            found = await store.reminders.get(int(number))
-            if found is None or not await store.reminders.cancel(int(number), by=OPERATOR):
+            found = await store.reminders.get(number)
+            if found is None or not await store.reminders.cancel(number, by=OPERATOR):
                 print(f"chatterd reminders: no active reminder #{number}", file=sys.stderr)
                 return 1
             print(f"cancelled #{number} in {found.chat_key}: {found.text}")
@@ -62,8 +59,6 @@ async def run_reminders_command(args: argparse.Namespace, settings: Settings) ->
             states=states,
             limit=200,
         )
-    finally:
-        await store.close()
     if not found_all:
         print("no reminders")
         return 0

@@ -6,6 +6,7 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any, get_args
 
+from bot.cli.stored import opened_store
 from bot.config import Settings
 from memory.types import IntakeEntry, TurnState
 
@@ -25,16 +26,11 @@ def add_turns_parser(sub: Any) -> None:
 
 
 async def run_turns_command(args: argparse.Namespace, settings: Settings) -> int:
-    from memory.store import open_storage
-
     if args.limit < 1:
         print("chatterd turns list: --limit must be at least 1")
         return 2
-    store = await open_storage(settings.storage.url)
-    try:
+    async with opened_store(settings) as store:
         entries = await store.intake.listing(args.state, limit=args.limit)
-    finally:
-        await store.close()
     if not entries:
         print("no accepted messages" + (f" in state {args.state}" if args.state else ""))
         return 0

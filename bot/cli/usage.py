@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from typing import Any, TextIO
 
+from bot.cli.stored import opened_store
 from bot.config import Settings
 from memory.usage import GROUP_BY, UsageGroup, UsageTotals
 
@@ -58,18 +59,13 @@ def add_usage_parser(sub: Any) -> None:
 async def run_usage_command(
     args: argparse.Namespace, settings: Settings, *, today: date | None = None
 ) -> int:
-    from memory.store import open_storage
-
     today = today or datetime.now(UTC).date()
     since: date = args.since or today.replace(day=1)
     if since > today:
         print(f"chatterd usage: --since {since} is after today ({today}, UTC)", file=sys.stderr)
         return 2
-    store = await open_storage(settings.storage.url)
-    try:
+    async with opened_store(settings) as store:
         groups = await store.usage.grouped(args.by, since, today)
-    finally:
-        await store.close()
     if args.csv:
         write_csv(sys.stdout, args.by, groups)
     elif not groups:

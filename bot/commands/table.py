@@ -14,7 +14,7 @@ from typing import Protocol
 from core.context.report import ContextReport, format_report
 from core.messages import ChatType, InboundMessage, Reply
 from memory.service import MemoryRefused, MemoryService, numbered_lines
-from memory.types import MemoryStore, TurnStore
+from memory.types import MemoryStore, TurnStore, person_key
 
 # An id never starts with "/", so a URL such as http://example.org is text, not a user.
 PLATFORM_ID = re.compile(r"^(telegram|qq|http|console):([^\s/]\S*)$")
@@ -283,7 +283,7 @@ class Commands:
             named = Target(
                 message.platform,
                 message.reply_to_sender_id,
-                f"{message.platform}:{message.reply_to_sender_id}",
+                person_key(message.platform, message.reply_to_sender_id),
             )
         if named is None or (named.platform, named.user_id) == (
             message.platform,

@@ -55,7 +55,7 @@ from core.reminders.service import Reminders
 from core.tools.builtin import default_registry
 from core.tools.loop import ToolLoop
 from core.tools.search import SearchBackend, duckduckgo_backend
-from core.turn.bursts import BurstOptions
+from core.turn.bursts import BurstOptions, BurstWindow
 from core.turn.delivery import ChannelRoutes
 from core.turn.processor import MessageProcessor, ProcessorOptions
 from core.turn.reading import ImageReader
@@ -186,10 +186,8 @@ class App:
             max_in_flight_per_user=settings.bot.max_in_flight_per_user,
             message_suffix=settings.context.message_suffix,
             burst=BurstOptions(
-                group_ms=settings.groups.burst_ms,
-                private_ms=settings.private.burst_ms,
-                group_max_ms=settings.groups.burst_max_ms,
-                private_max_ms=settings.private.burst_max_ms,
+                group=BurstWindow(settings.groups.burst_ms, settings.groups.burst_max_ms),
+                private=BurstWindow(settings.private.burst_ms, settings.private.burst_max_ms),
             ),
         )
         if self._seams.storage is not None:

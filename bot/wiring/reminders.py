@@ -73,7 +73,7 @@ def delivery_gate(settings: Settings, chat_settings: CachedChatSettings) -> Gate
         if reminder.chat_type == ChatType.GROUP.value and not here.enabled:
             return "the group is switched off (/bot off)"
         admission = access.admit(owner_message(reminder), here, command=False)
-        return None if admission.serve else admission.why
+        return None if admission.allowed else admission.why
 
     return gate
 

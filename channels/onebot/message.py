@@ -39,16 +39,11 @@ _PLACEHOLDERS = {
 
 
 @dataclass(frozen=True)
-class ImageSegment:
-    url: str
-    file: str = ""
-
-
-@dataclass(frozen=True)
 class FileSegment:
-    """A file (NapCat `file` segment) or a voice message (`record`), fetched on demand."""
+    """What a message carries and is fetched on demand: an image (`image` segment, by its
+    http(s) URL), a file (NapCat `file` segment) or a voice message (`record`)."""
 
-    kind: str  # "document" | "voice"
+    kind: str  # "image" | "document" | "voice"
     file: str  # the implementation's name or id for it
     name: str = ""
     file_id: str = ""
@@ -64,7 +59,7 @@ class ParsedMessage:
     mentions_self: bool = False
     mentions_all: bool = False
     reply_to: str | None = None
-    images: tuple[ImageSegment, ...] = ()
+    images: tuple[FileSegment, ...] = ()
     files: tuple[FileSegment, ...] = ()
 
 
@@ -151,7 +146,7 @@ def interpret(segments: list[Segment], self_id: str | None) -> ParsedMessage:
     parts: list[str] = []
     mentions_self = mentions_all = False
     reply_to: str | None = None
-    images: list[ImageSegment] = []
+    images: list[FileSegment] = []
     files: list[FileSegment] = []
     for seg in segments:
         kind, data = seg["type"], seg["data"]
@@ -198,11 +193,11 @@ def _file(kind: str, data: dict[str, Any]) -> FileSegment | None:
     )
 
 
-def _image(data: dict[str, Any]) -> ImageSegment | None:
+def _image(data: dict[str, Any]) -> FileSegment | None:
     file = str(data.get("file") or "")
     for candidate in (data.get("url"), file):
         if isinstance(candidate, str) and candidate.lower().startswith(("http://", "https://")):
-            return ImageSegment(url=candidate, file=file)
+            return FileSegment("image", file, url=candidate)
     return None
 
 

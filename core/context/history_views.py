@@ -11,7 +11,7 @@ core/tools/loop.py) reads as an OpenAI chat message.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, overload
 
 HistoryId = int | str
@@ -158,16 +158,15 @@ class TurnHistory(_LazyView):
     def _item(self, index: int) -> HistoryItem:
         turn = self._turns[index]
         kind = turn.kind
+        item = HistoryItem(turn.id, turn.role, turn.content, turn.token_count)
         if kind != "tool_call" and kind != "tool_result":
-            return HistoryItem(turn.id, turn.role, turn.content, turn.token_count)
+            return item
+        # A tool round's turn: the same item, plus its group and its OpenAI tool fields.
         message = turn_message(turn.role, turn.content, turn.meta)
         group = f"tools:{turn.id}" if kind == "tool_call" else self._caller_group(index)
         calls = message.get("tool_calls")
-        return HistoryItem(
-            id=turn.id,
-            role=turn.role,
-            content=turn.content,
-            tokens=turn.token_count,
+        return replace(
+            item,
             group=group,
             tool_calls=tuple(calls) if calls else None,
             tool_call_id=message.get("tool_call_id"),

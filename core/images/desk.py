@@ -17,6 +17,7 @@ from core.clock import WallClock, utc_now
 from core.tools.mcp.config import Allow
 from core.tools.mcp.permission import Sender, allows
 from memory.job_types import JobDraft, JobRefused
+from memory.types import person_key
 
 if TYPE_CHECKING:  # the store itself is the seam's type; core never loads it at run time
     from memory.jobs import JobStore as DrawJobs
@@ -49,7 +50,7 @@ class DrawRequest:
 
     @property
     def sender_key(self) -> str:
-        return f"{self.platform}:{self.user_id}"
+        return person_key(self.platform, self.user_id)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from core.images.desk import DrawDesk, DrawRequest
 from core.messages import InboundMessage
 from core.tools.registry import Observation, Tool, ToolContext
+from core.tools.words import worded_tool
 
 
 def request_of(prompt: str, ctx: ToolContext) -> DrawRequest:
@@ -40,17 +41,4 @@ def draw_tool(desk: DrawDesk) -> Tool:
             f"{asked.line}"
         )
 
-    return Tool(
-        name="draw",
-        marker="Draw",
-        usage="[Draw: a detailed description of the picture] — draw a picture; it is sent "
-        "to the chat by itself when ready",
-        description="Draw a picture from a detailed description; it is sent to the chat "
-        "when ready (about a minute).",
-        handler=draw,
-        arg_attr="prompt",
-        arg_description="what the picture shows, in detail",
-        result_tag="draw_result",
-        status="🎨 {arg}",
-        offered_to=lambda ctx: desk.may_draw(ctx.sender_key),
-    )
+    return worded_tool("draw", draw, offered_to=lambda ctx: desk.may_draw(ctx.sender_key))

@@ -28,7 +28,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 from core.clock import WallClock, utc_now
-from core.messages import DeliveryError, OutboundMessage, Sent
+from core.messages import DeliveryError, OutboundMessage, Sent, message_to
 from memory.job_types import Job
 
 if TYPE_CHECKING:  # the store itself is the seam's type; core never loads it at run time
@@ -100,13 +100,11 @@ Send = Callable[[OutboundMessage], Awaitable[Sent]]
 def outcome_message(job: Job, text: str, image: bytes | None = None) -> OutboundMessage:
     """A job's outcome in its chat: in a group it answers the message that asked."""
     group = job.chat_type == "group"
-    return OutboundMessage(
-        platform=job.platform,
-        chat_id=job.chat_id,
-        text=text,
+    return message_to(
+        job,
+        text,
+        quoting=job.origin_message_id if group else None,
         image=image,
-        reply_to_message_id=job.origin_message_id if group else None,
-        thread_id=job.thread_id,
         mention_user_id=job.requester_id if group and not job.origin_message_id else None,
         occurrence_id=f"job:{job.id}",  # the same on a resend after a crash
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 from core.knowledge.segment import estimate_tokens
 
@@ -31,10 +31,11 @@ class Page:
 
 
 @dataclass(frozen=True)
-class Passage:
+class Passage(Page):
+    """A piece of one page (its locator is the page's), numbered in its document."""
+
+    _: KW_ONLY
     ordinal: int
-    text: str
-    locator: str
 
 
 def text_pages(text: str, name: str) -> list[Page]:
@@ -131,7 +132,7 @@ def chunk_pages(pages: Sequence[Page], chunk_tokens: int, overlap: int) -> list[
         for piece in _pieces(page.text, chunk_tokens):
             cost = estimate_tokens(piece)
             if current and size + cost > chunk_tokens:
-                passages.append(Passage(len(passages), _join(current), page.locator))
+                passages.append(Passage(_join(current), page.locator, ordinal=len(passages)))
                 kept: list[str] = []
                 kept_size = 0
                 for prior in reversed(current):
@@ -144,5 +145,5 @@ def chunk_pages(pages: Sequence[Page], chunk_tokens: int, overlap: int) -> list[
             current.append(piece)
             size += cost
         if current:
-            passages.append(Passage(len(passages), _join(current), page.locator))
+            passages.append(Passage(_join(current), page.locator, ordinal=len(passages)))
     return passages

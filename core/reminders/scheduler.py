@@ -48,6 +48,7 @@ from core.messages import (
     OutboundMessage,
     Sent,
     message_in,
+    message_to,
 )
 from core.reminders.service import late_note
 from core.reminders.when import Schedule
@@ -342,12 +343,10 @@ class Scheduler:
     @staticmethod
     def _outbound(reminder: Reminder, run: Run, text: str) -> OutboundMessage:
         group = reminder.chat_type == ChatType.GROUP.value
-        return OutboundMessage(
-            platform=reminder.platform,
-            chat_id=reminder.chat_id,
-            text=text,
-            reply_to_message_id=reminder.origin_message_id if group else None,
-            thread_id=reminder.thread_id,
+        return message_to(
+            reminder,
+            text,
+            quoting=reminder.origin_message_id if group else None,
             mention_user_id=reminder.owner_id if group else None,
             reminder_id=reminder.id,
             occurrence_id=occurrence_id(reminder.id, run.due_at),

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from core.tools.registry import Observation, Tool, ToolContext, ToolHandler
+from core.tools.words import worded_tool
 from memory.service import MemoryRefused, MemoryService
 
 MODEL_AUTHOR = "model"
@@ -30,17 +31,8 @@ def remember_tool(*, enabled: bool = True) -> Tool:
             return Observation(f"Already remembered about {ctx.display_name}; nothing changed.")
         return Observation(f"Remembered about {ctx.display_name} (memory #{item.id}).")
 
-    return Tool(
-        name="remember",
-        marker="Remember",
-        usage="[Remember: fact] - remember a lasting fact about the person you are talking to.",
-        description="Store a short lasting fact about the current user (only them).",
-        handler=_with_memory(remember, undone="nothing was stored"),
-        arg_attr="fact",
-        arg_description="the fact, one short sentence",
-        enabled=enabled,
-        status="📝 noting that down",
-    )
+    handler = _with_memory(remember, undone="nothing was stored")
+    return worded_tool("remember", handler, enabled=enabled)
 
 
 def forget_tool(*, enabled: bool = True) -> Tool:
@@ -61,17 +53,8 @@ def forget_tool(*, enabled: bool = True) -> Tool:
             return Observation("That memory was already gone.")
         return Observation(f"Forgot: {found.matches[0].content}")
 
-    return Tool(
-        name="forget",
-        marker="Forget",
-        usage="[Forget: text] - forget a stored fact about the person you are talking to.",
-        description="Remove one stored fact about the current user, matched by its text.",
-        handler=_with_memory(forget, undone="nothing was removed"),
-        arg_attr="text",
-        arg_description="the stored fact, or a distinctive part of it",
-        enabled=enabled,
-        status="🧹 forgetting that",
-    )
+    handler = _with_memory(forget, undone="nothing was removed")
+    return worded_tool("forget", handler, enabled=enabled)
 
 
 def _with_memory(act: MemoryAct, *, undone: str) -> ToolHandler:

@@ -10,6 +10,7 @@ import logging
 
 from core.media.links import PageError, PageReader, find_links, render_page
 from core.tools.registry import Observation, Tool, ToolContext
+from core.tools.words import worded_tool
 
 log = logging.getLogger(__name__)
 
@@ -33,16 +34,4 @@ def read_tool(pages: PageReader, *, max_chars: int, enabled: bool = True) -> Too
             return Observation(f"The page could not be read: {exc}.", ok=False)
         return Observation(render_page(page, max_chars))
 
-    return Tool(
-        name="read",
-        marker="Read",
-        usage="[Read: https://...] - read the text of a web page.",
-        description="Read the readable text of a web page (http or https URL).",
-        handler=handle,
-        arg_attr="url",
-        arg_description="the page's http(s) URL",
-        result_tag="page",
-        untrusted_notice=PAGE_NOTICE,
-        enabled=enabled,
-        status="📖 reading: {arg}",
-    )
+    return worded_tool("read", handle, untrusted_notice=PAGE_NOTICE, enabled=enabled)

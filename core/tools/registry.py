@@ -21,7 +21,7 @@ from typing import Any
 from core.context.escaping import escape_attr
 from core.messages import InboundMessage
 from core.outside import outside_text
-from memory.types import MemoryStore
+from memory.types import MemoryStore, person_key
 
 # An argument longer than this is not a marker but runaway output: it is ignored.
 MAX_MARKER_ARG_CHARS = 2000
@@ -44,7 +44,7 @@ class ToolContext:
 
     @property
     def sender_key(self) -> str:
-        return f"{self.platform}:{self.user_id}"
+        return person_key(self.platform, self.user_id)
 
     @classmethod
     def for_message(

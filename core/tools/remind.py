@@ -12,6 +12,7 @@ from __future__ import annotations
 from core.messages import InboundMessage
 from core.reminders.service import Reminders
 from core.tools.registry import Observation, Tool, ToolContext, ToolParam
+from core.tools.words import worded_tool
 from memory.reminder_types import ReminderRefused
 
 WHEN_FORMS = (
@@ -50,17 +51,4 @@ def remind_tool(reminders: Reminders, *, enabled: bool = True) -> Tool:
             return Observation(f"Not set: {refused}.", ok=False)
         return Observation(f"{done.text} (tell the user it is set, with its id)")
 
-    return Tool(
-        name="remind",
-        marker="Remind",
-        usage=USAGE,
-        description=(
-            "Set a reminder for the current user, sent in this chat at that time: `when` "
-            "(e.g. 'tomorrow 09:00') and `text` (e.g. 'call the bank')."
-        ),
-        handler=handle,
-        arg_attr="reminder",
-        enabled=enabled,
-        status="⏰ setting a reminder",
-        params=PARAMS,
-    )
+    return worded_tool("remind", handle, usage=USAGE, params=PARAMS, enabled=enabled)

@@ -22,6 +22,7 @@ from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 
 from core.clock import Ticker
 from core.tools.registry import Observation, Tool, ToolContext
+from core.tools.words import worded_tool
 
 log = logging.getLogger(__name__)
 
@@ -191,20 +192,7 @@ def search_tool(
             return Observation(failure_text(str(exc)), ok=False)
         return Observation(render_results(results, max_chars))
 
-    return Tool(
-        name="search",
-        marker="Search",
-        usage="[Search: keywords] - search the web for current or unfamiliar facts.",
-        description="Search the web for current or unfamiliar facts; returns titles, URLs "
-        "and snippets.",
-        handler=handle,
-        arg_attr="query",
-        arg_description="a few search keywords",
-        result_tag="search_results",
-        untrusted_notice=SEARCH_NOTICE,
-        enabled=enabled,
-        status="🔎 searching: {arg}",
-    )
+    return worded_tool("search", handle, untrusted_notice=SEARCH_NOTICE, enabled=enabled)
 
 
 def _from_row(row: dict[str, Any]) -> SearchResult:

@@ -12,6 +12,7 @@ from core.messages import (
     OutboundMessage,
     Person,
     message_in,
+    message_to,
 )
 from core.turn.delivery import ChannelRoutes
 from memory.types import IntakeDraft, IntakeEntry
@@ -70,14 +71,8 @@ def restored_message(entry: IntakeEntry, routes: ChannelRoutes | None) -> Inboun
 def reply_for(message: InboundMessage, text: str, *, late: bool) -> OutboundMessage:
     """The reply: in a group (or when it comes late, after a restart) it quotes the message."""
     quote = (message.chat_type is ChatType.GROUP or late) and not message.scheduled
-    return OutboundMessage(
-        platform=message.platform,
-        chat_id=message.chat_id,
-        text=text,
-        reply_to_message_id=message.message_id if quote else None,
-        thread_id=message.thread_id,
-        request_id=message.request_id,
-    )
+    quoting = message.message_id if quote else None
+    return message_to(message, text, quoting=quoting, request_id=message.request_id)
 
 
 def notice_for(message: InboundMessage, text: str, *, private: bool = False) -> OutboundMessage:

@@ -27,23 +27,30 @@ TIMESTAMP_SLACK_S = 1.0
 
 
 @dataclass(frozen=True)
-class BurstOptions:
-    """`[groups]` / `[private]` `burst_ms` (0: off) and `burst_max_ms`."""
+class BurstWindow:
+    """One kind of chat's `burst_ms` (0: off) and `burst_max_ms` (`[groups]`, `[private]`)."""
 
-    group_ms: int = 0
-    private_ms: int = 0
-    group_max_ms: int = 6000
-    private_max_ms: int = 6000
+    ms: int = 0
+    max_ms: int = 6000
+
+
+@dataclass(frozen=True)
+class BurstOptions:
+    """The burst window of groups and of private chats."""
+
+    group: BurstWindow = BurstWindow()
+    private: BurstWindow = BurstWindow()
+
+    def of(self, chat_type: ChatType | str) -> BurstWindow:
+        return self.group if ChatType(chat_type) is ChatType.GROUP else self.private
 
     def window_s(self, chat_type: ChatType | str) -> float:
         """How long a burst in this kind of chat waits for its sender's next message."""
-        group = ChatType(chat_type) is ChatType.GROUP
-        return (self.group_ms if group else self.private_ms) / 1000.0
+        return self.of(chat_type).ms / 1000.0
 
     def max_s(self, chat_type: ChatType | str) -> float:
         """The longest a burst in this kind of chat waits from its first message."""
-        group = ChatType(chat_type) is ChatType.GROUP
-        return (self.group_max_ms if group else self.private_max_ms) / 1000.0
+        return self.of(chat_type).max_ms / 1000.0
 
 
 @dataclass

@@ -46,6 +46,7 @@ from memory.types import (
     ChatKey,
     IntakeEntry,
     NewTurn,
+    person_key,
 )
 
 log = logging.getLogger(__name__)
@@ -219,7 +220,7 @@ class MessageProcessor:
         # The place (and a slot of max_in_flight) first, the chat lock's connection second,
         # like every turn: a sweep holding lock connections while it waited for slots
         # held by turns waiting for lock connections was a deadlock under overload.
-        place = self._serial.reserve(entry.chat_key, f"{entry.platform}:{entry.sender_id}")
+        place = self._serial.reserve(entry.chat_key, person_key(entry.platform, entry.sender_id))
         async with self._tasks.track(), place:
             async with self._store.try_chat_lock(entry.platform, entry.chat_id) as free:
                 if not free:
