@@ -56,7 +56,8 @@ def add_kb_parser(sub: Any) -> None:
 
 async def run_kb_command(args: argparse.Namespace, settings: Settings) -> int:
     from bot.wiring.knowledge import DaemonKnowledge, build_knowledge
-    from core.media.fetch import DownloadPolicy, SafeDownloader
+    from bot.wiring.shared_media import link_policy
+    from core.media.fetch import SafeDownloader
     from core.media.links import PageReader
     from core.media.sandbox import ParseSandbox
     from memory.knowledge import GLOBAL_SCOPE
@@ -68,14 +69,7 @@ async def run_kb_command(args: argparse.Namespace, settings: Settings) -> int:
         stack.push_async_callback(store.close)
         sandbox = ParseSandbox()
         stack.push_async_callback(sandbox.close)
-        links = settings.links
-        policy = DownloadPolicy(
-            max_bytes=links.max_bytes,
-            timeout_s=links.timeout_s,
-            max_redirects=links.max_redirects,
-            allow_private_hosts=tuple(links.allow_hosts),
-            user_agent="Mozilla/5.0 (compatible; chatterd)",
-        )
+        policy = link_policy(settings)
         knowledge = build_knowledge(
             settings.knowledge.model_copy(update={"enabled": True}),
             store.database,

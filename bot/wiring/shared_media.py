@@ -27,6 +27,18 @@ from core.usage.meter import UsageMeter
 SHARE_OF_WINDOW = 3  # what one message's links, documents and voice may fill, at most
 
 
+def link_policy(settings: Settings) -> DownloadPolicy:
+    """The `[links]` download bounds every fetch of a shared page or file goes through."""
+    links = settings.links
+    return DownloadPolicy(
+        max_bytes=links.max_bytes,
+        timeout_s=links.timeout_s,
+        max_redirects=links.max_redirects,
+        allow_private_hosts=tuple(links.allow_hosts),
+        user_agent="Mozilla/5.0 (compatible; chatterd)",
+    )
+
+
 class SharedMedia:
     """The daemon's link, document and voice readers, built once from the settings."""
 
@@ -40,13 +52,7 @@ class SharedMedia:
     ) -> None:
         self._settings = settings
         links = settings.links
-        policy = DownloadPolicy(
-            max_bytes=links.max_bytes,
-            timeout_s=links.timeout_s,
-            max_redirects=links.max_redirects,
-            allow_private_hosts=tuple(links.allow_hosts),
-            user_agent="Mozilla/5.0 (compatible; chatterd)",
-        )
+        policy = link_policy(settings)
         # Pages and documents (and /kb add's files) are parsed in limited children.
         self.sandbox = sandbox = ParseSandbox()
         stack.push_async_callback(sandbox.close)
