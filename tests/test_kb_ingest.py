@@ -20,16 +20,14 @@ import pytest
 
 from core.jobs.runner import JobRunner
 from core.knowledge.chunking import Page
-from core.knowledge.embedders import OpenAIEmbedder
 from core.knowledge.ingest import KIND, IngestRequest, JobIntake, Requester, ingest_handler
 from core.knowledge.reading import SandboxReader
 from core.knowledge.service import KnowledgeBase, Scope
-from core.knowledge.settings import KnowledgeSettings
 from core.media.sandbox import ParseSandbox
-from core.messages import OutboundMessage, Sent
 from memory.knowledge import KnowledgeStore
 from memory.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI
+from tests.kb_support import Chat, knowledge, parse_sandbox, run_all, settings
 
 GROUP = Scope.chat("telegram", "-100111")
 ANN = Requester("telegram", "-100111", "group", "7", "Ann", message_id="55")
@@ -37,37 +35,16 @@ RULES = "# Bans\nCheating in the game gets you banned for good.\n\n# Schedule\nT
 LEASE_S = 0.3
 
 
-class Chat:
-    def __init__(self) -> None:
-        self.sent: list[OutboundMessage] = []
-
-    async def send(self, message: OutboundMessage) -> Sent:
-        self.sent.append(message)
-        return Sent()
-
-    @property
-    def texts(self) -> list[str]:
-        return [m.text for m in self.sent]
-
-
-def settings(**kw: Any) -> KnowledgeSettings:
-    return KnowledgeSettings(embeddings="openai", base_url="http://unused/v1", **kw)
-
-
 @pytest.fixture
 async def kb(storage: SqlStorage, fake: FakeOpenAI) -> AsyncIterator[KnowledgeBase]:
-    base = KnowledgeBase(
-        KnowledgeStore(storage.database), OpenAIEmbedder(fake.base_url, "embed-a"), settings()
-    )
-    yield base
-    await base.close()
+    async with knowledge(storage, fake) as base:
+        yield base
 
 
 @pytest.fixture
 async def sandbox() -> AsyncIterator[ParseSandbox]:
-    box = ParseSandbox()
-    yield box
-    await box.close()
+    async with parse_sandbox() as box:
+        yield box
 
 
 def make_runner(
@@ -75,12 +52,6 @@ def make_runner(
 ) -> JobRunner:
     handler = ingest_handler(kb, SandboxReader(sandbox, max_chars=1_000_000), folder)
     return JobRunner(storage.jobs, {KIND: handler}, chat.send, worker="w1", lease_s=LEASE_S)
-
-
-async def run_all(runner: JobRunner) -> None:
-    while await runner.tick():
-        await runner.idle()
-    await runner.tick()  # deliver what the last pass stored
 
 
 async def test_a_chats_add_answers_at_once_then_once_more_when_searchable(
