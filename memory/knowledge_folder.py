@@ -18,17 +18,19 @@ _COLUMNS = tuple(getattr(KnowledgeDocumentRow, n) for n in DocumentInfo.__datacl
 
 
 class KnowledgeFolderDocuments:
-    """Documents by the author prefix of their `added_by` ("folder:"), id order."""
+    """Documents by the start of their `added_by` ("folder:"), in id order."""
 
     def __init__(self, database: Database) -> None:
         self._db = database
 
-    async def by_author_prefix(self, prefix: str) -> list[DocumentInfo]:
+    async def by_author_prefix(self, prefix: str, limit: int | None = None) -> list[DocumentInfo]:
+        """`prefix` "" lists every document (the console), the oldest `limit` first."""
         escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         query = (
             select(*_COLUMNS)
             .where(KnowledgeDocumentRow.added_by.like(escaped + "%", escape="\\"))
             .order_by(KnowledgeDocumentRow.id)
+            .limit(limit)
         )
         rows = await self._db.read(lambda conn: conn.execute(query).all())
         return [DocumentInfo(*row) for row in rows]

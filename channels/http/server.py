@@ -129,12 +129,22 @@ class ConnectionCap:
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+# Paths that take a larger body than the server's `client_max_size` (the console's
+# upload of a document): a route registrar adds `app[LARGER_BODIES][path] = bytes`.
+LARGER_BODIES = web.AppKey("larger_bodies", dict[str, int])
+
+
 def body_deadline(timeout_s: float) -> Middleware:
     """Middleware: read any request body within `timeout_s` (it is cached, so handlers'
-    own `read()`/`post()` return it at once); too slow: 408 and the connection closed."""
+    own `read()`/`post()` return it at once); too slow: 408 and the connection closed.
+    The body may be as large as the server allows, or what LARGER_BODIES says its path
+    takes."""
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        larger = request.config_dict.get(LARGER_BODIES, {}).get(request.path)
+        if larger:
+            request = request.clone(client_max_size=larger)
         if request.can_read_body:
             too_big = web.json_response(
                 {"error": f"body is larger than {request.client_max_size} bytes"}, status=413

@@ -85,10 +85,10 @@ def scan(root: Path) -> dict[str, FileState]:
         if entry.name.startswith("."):
             continue
         if entry.is_dir():
-            if not CHAT_FOLDER.match(entry.name):
+            chat = chat_scope(entry.name)
+            if chat is None:
                 continue
-            platform, chat_id = entry.name.split(":", 1)
-            scope = Scope.chat(platform, chat_id).key
+            scope = chat.key
             files = [(f"{entry.name}/{f.name}", f) for f in entry.iterdir()]
         else:
             scope, files = Scope.everyone().key, [(entry.name, entry)]
@@ -102,6 +102,16 @@ def scan(root: Path) -> dict[str, FileState]:
             if path.is_file():
                 found[relative] = FileState(scope, path.name, stat.st_size, stat.st_mtime_ns)
     return found
+
+
+def chat_scope(name: str) -> Scope | None:
+    """The chat a folder (or a console form) names: `telegram:-100123`, `qq:group:5`."""
+    from core.knowledge.service import Scope
+
+    if not CHAT_FOLDER.match(name) or name == "global":
+        return None
+    platform, chat_id = name.split(":", 1)
+    return Scope.chat(platform, chat_id)
 
 
 class KnowledgeFolder:
@@ -237,8 +247,3 @@ def _indexed(state: FileState, docs: Sequence[DocumentInfo]) -> bool:
         d.state == "ready" and d.scope == state.scope and d.created_at >= state.modified
         for d in docs
     )
-
-
-def folder_scope_name(scope: Scope) -> str:
-    """The subfolder of a scope ("" for the global scope: the folder's top level)."""
-    return "" if scope.is_global else scope.key
