@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -137,9 +137,15 @@ def added_line(source: str, added: Added) -> str:
     return line
 
 
-def ingest_handler(kb: KnowledgeBase, reader: PageReader, folder: Path | None = None) -> JobHandler:
+def ingest_handler(
+    kb: KnowledgeBase,
+    reader: PageReader,
+    folder: Path | None = None,
+    embed_later: Callable[[], None] | None = None,
+) -> JobHandler:
     """The runner's handler for "kb_add" jobs. `folder`: the knowledge folder `file`
-    jobs read from (None: such jobs fail with one line)."""
+    jobs read from (None: such jobs fail with one line). `embed_later`: called when a
+    document was made searchable by keyword only (its vectors are owed)."""
 
     async def ingest(job: Job, context: JobContext) -> JobOutcome:
         from core.knowledge.service import Added, KnowledgeRefused, Scope
@@ -186,6 +192,8 @@ def ingest_handler(kb: KnowledgeBase, reader: PageReader, folder: Path | None = 
         result = {"document_id": doc.id, "duplicate": added.duplicate and not ours}
         if removed:
             result["replaced"] = removed
+        if not added.embedded and embed_later is not None:
+            embed_later()
         if added.duplicate and not ours:
             text = f"📚 {short(source)} is already in the knowledge base as #{doc.id}"
             return JobOutcome(text, result=result)
