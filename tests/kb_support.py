@@ -4,7 +4,7 @@ a runner pass that runs every queued job to its end."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -58,6 +58,15 @@ async def parse_sandbox() -> AsyncIterator[ParseSandbox]:
         yield box
     finally:
         await box.close()
+
+
+def opened(base: KnowledgeBase) -> Callable[[], Awaitable[KnowledgeBase]]:
+    """The getter a job handler takes, for a knowledge base already built."""
+
+    async def get() -> KnowledgeBase:
+        return base
+
+    return get
 
 
 async def run_all(runner: JobRunner) -> None:

@@ -28,7 +28,7 @@ from memory.knowledge_folder import KnowledgeFolderDocuments
 from memory.store import SqlStorage
 from tests.fakes.files import make_docx, make_pdf
 from tests.fakes.openai_server import FakeOpenAI
-from tests.kb_support import Chat, knowledge, parse_sandbox, run_all
+from tests.kb_support import Chat, knowledge, opened, parse_sandbox, run_all
 
 GROUP = Scope.chat("telegram", "-100111")
 OTHER = Scope.chat("qq", "group:5")
@@ -50,7 +50,7 @@ class Setup:
     def __init__(self, storage: SqlStorage, base: KnowledgeBase, box: ParseSandbox, root: Path):
         self.storage, self.kb, self.root = storage, base, root
         self.chat = Chat()
-        handler = ingest_handler(base, SandboxReader(box, max_chars=1_000_000), root)
+        handler = ingest_handler(opened(base), SandboxReader(box, max_chars=1_000_000), root)
         self.runner = JobRunner(storage.jobs, {KIND: handler}, self.chat.send, worker="w")
 
     def folder(self) -> KnowledgeFolder:

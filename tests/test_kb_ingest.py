@@ -27,7 +27,7 @@ from core.media.sandbox import ParseSandbox
 from memory.knowledge import KnowledgeStore
 from memory.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI
-from tests.kb_support import Chat, knowledge, parse_sandbox, run_all, settings
+from tests.kb_support import Chat, knowledge, opened, parse_sandbox, run_all, settings
 
 GROUP = Scope.chat("telegram", "-100111")
 ANN = Requester("telegram", "-100111", "group", "7", "Ann", message_id="55")
@@ -50,7 +50,7 @@ async def sandbox() -> AsyncIterator[ParseSandbox]:
 def make_runner(
     storage: SqlStorage, kb: KnowledgeBase, chat: Chat, sandbox: ParseSandbox, folder: Path | None
 ) -> JobRunner:
-    handler = ingest_handler(kb, SandboxReader(sandbox, max_chars=1_000_000), folder)
+    handler = ingest_handler(opened(kb), SandboxReader(sandbox, max_chars=1_000_000), folder)
     return JobRunner(storage.jobs, {KIND: handler}, chat.send, worker="w1", lease_s=LEASE_S)
 
 
@@ -89,7 +89,7 @@ async def test_a_duplicate_and_a_refusal_are_one_line_each(
     )
     strict = JobRunner(
         storage.jobs,
-        {KIND: ingest_handler(small, SandboxReader(sandbox, 10_000))},
+        {KIND: ingest_handler(opened(small), SandboxReader(sandbox, 10_000))},
         chat.send,
         worker="w2",
         lease_s=LEASE_S,
@@ -126,7 +126,7 @@ async def test_a_retried_job_finishes_the_document_its_dead_attempt_accepted(
     dying = KnowledgeBase(KnowledgeStore(storage.database), Stuck(), settings())  # type: ignore[arg-type]
     dead = JobRunner(
         storage.jobs,
-        {KIND: ingest_handler(dying, SandboxReader(sandbox, 10_000))},
+        {KIND: ingest_handler(opened(dying), SandboxReader(sandbox, 10_000))},
         chat.send,
         worker="dead",
         lease_s=LEASE_S,

@@ -24,7 +24,7 @@ from core.knowledge.ingest import FOLDER_AUTHOR, KIND, IngestRequest, JobIntake,
 from core.knowledge.reading import PageReader, ReadFailed, readable
 
 if TYPE_CHECKING:
-    from core.knowledge.service import KnowledgeBase, Scope
+    from core.knowledge.service import Scope
     from memory.knowledge import DocumentInfo
     from memory.knowledge_folder import KnowledgeFolderDocuments
 
@@ -38,11 +38,11 @@ RECENT_JOBS = 10
 
 @dataclass(frozen=True)
 class KnowledgeDesk:
-    """What the page works through: the listing (no model loaded), the knowledge base
-    (made on first use), the intake `/kb add` uses, the reader, and the folder."""
+    """What the page works through: the listing (no model loaded), the removal `/kb
+    remove` uses, the intake of "kb_add" jobs, the reader, and the knowledge folder."""
 
     listing: KnowledgeFolderDocuments
-    knowledge: Callable[[], Awaitable[KnowledgeBase]]
+    remove: Callable[[int, str], Awaitable[DocumentInfo | None]]  # (id, scope): /kb remove's
     intake: JobIntake
     reader: PageReader
     max_bytes: int  # a file's size ([documents] max_bytes)
@@ -101,8 +101,7 @@ def knowledge_page(desk: KnowledgeDesk) -> Page:
             if not raw.isdigit() or scope is None:
                 flash(request, "No such document.")
                 return see_other(url("/knowledge"))
-            kb = await desk.knowledge()
-            gone = await kb.remove(int(raw), scope)
+            gone = await desk.remove(int(raw), scope.key)
             if gone is None:
                 flash(request, f"#{raw} was not in {scope.key} any more.")
             else:

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.jobs.runner import NO_CHAT, JobContext, JobHandler, JobOutcome
 from core.knowledge.chunking import Page
+from core.knowledge.intake import AddRequest, KnowledgeIntake
 from core.knowledge.reading import PageReader, ReadFailed
 from memory.job_types import Job, JobDraft, JobRefused
 
@@ -129,6 +130,44 @@ class JobIntake:
         )
 
 
+class QueuedIntake:
+    """The KnowledgeIntake seam (core/knowledge/intake.py) over jobs: an add a chat asked
+    for becomes a "kb_add" job whose line goes back to that chat; one with no chat (the
+    CLI, waiting in the shell) goes to `direct` and happens in the call."""
+
+    def __init__(self, jobs: JobIntake, direct: KnowledgeIntake) -> None:
+        self._jobs = jobs
+        self._direct = direct
+
+    async def add(self, request: AddRequest) -> str:
+        from core.knowledge.service import Scope
+
+        message = request.origin
+        if message is None:
+            return await self._direct.add(request)
+        who = Requester(
+            message.platform,
+            message.chat_id,
+            str(message.chat_type),
+            message.sender_id,
+            message.sender_name,
+            message_id=message.message_id,
+            thread_id=message.thread_id,
+        )
+        text, pages = (
+            (request.content, ()) if isinstance(request.content, str) else (None, request.content)
+        )
+        ingest = IngestRequest(
+            Scope(request.scope),
+            request.source,
+            who,
+            text=text,
+            pages=pages,
+            added_by=request.added_by,
+        )
+        return await self._jobs.add(ingest)
+
+
 def added_line(source: str, added: Added) -> str:
     doc = added.document
     line = f"📚 added {short(source)} (#{doc.id}): {doc.chunk_count} passages"
@@ -138,18 +177,20 @@ def added_line(source: str, added: Added) -> str:
 
 
 def ingest_handler(
-    kb: KnowledgeBase,
+    open_kb: Callable[[], Awaitable[KnowledgeBase]],
     reader: PageReader,
     folder: Path | None = None,
     embed_later: Callable[[], None] | None = None,
 ) -> JobHandler:
-    """The runner's handler for "kb_add" jobs. `folder`: the knowledge folder `file`
+    """The runner's handler for "kb_add" jobs, on the knowledge base `open_kb` gives (built
+    on first use). `folder`: the knowledge folder `file`
     jobs read from (None: such jobs fail with one line). `embed_later`: called when a
     document was made searchable by keyword only (its vectors are owed)."""
 
     async def ingest(job: Job, context: JobContext) -> JobOutcome:
         from core.knowledge.service import Added, KnowledgeRefused, Scope
 
+        kb = await open_kb()
         args = job.args
         scope, source = Scope(str(args["scope"])), str(args["source"])
         author = str(args.get("added_by") or "")

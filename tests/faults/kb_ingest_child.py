@@ -18,6 +18,7 @@ from core.media.sandbox import ParseSandbox
 from core.messages import OutboundMessage, Sent
 from memory.knowledge import KnowledgeStore
 from memory.store import open_storage
+from tests.kb_support import opened
 
 LEASE_S = 2.0
 
@@ -33,7 +34,7 @@ async def main(url: str, embeddings: str) -> None:
         print("SENT", message.text, flush=True)
         return Sent()
 
-    handler = ingest_handler(kb, SandboxReader(ParseSandbox(), 1_000_000))
+    handler = ingest_handler(opened(kb), SandboxReader(ParseSandbox(), 1_000_000))
     runner = JobRunner(
         storage.jobs, {KIND: handler}, send, worker="doomed", lease_s=LEASE_S, interval_s=0.1
     )

@@ -25,7 +25,7 @@ from core.knowledge.service import KnowledgeBase, Scope
 from memory.knowledge import KnowledgeStore
 from memory.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI
-from tests.kb_support import Chat, knowledge, parse_sandbox, run_all
+from tests.kb_support import Chat, knowledge, opened, parse_sandbox, run_all
 
 pytestmark = pytest.mark.faults
 
@@ -88,7 +88,7 @@ async def test_sigkill_while_embedding_leaves_the_document_whole_once_after_the_
     fake.embedding_latency_s = 0.0
     chat = Chat()
     async with parse_sandbox() as box:
-        handler = ingest_handler(kb, SandboxReader(box, 1_000_000))
+        handler = ingest_handler(opened(kb), SandboxReader(box, 1_000_000))
         runner = JobRunner(storage.jobs, {KIND: handler}, chat.send, worker="next", lease_s=2.0)
 
         async def taken_over() -> bool:
