@@ -85,14 +85,20 @@ def knowledge_page(desk: KnowledgeDesk) -> Page:
             form = await request.post()
             field = form.get("file")
             scope = parse_scope(str(form.get("scope", "")))
-            if not isinstance(field, web.FileField) or not field.filename:
-                flash(request, "Choose a file to upload.")
-            elif scope is None:
-                flash(request, "The scope must be global or a chat as platform:chat_id.")
-            elif not readable(field.filename):
-                flash(request, f"{field.filename}: only .md, .txt, .pdf and .docx are indexed.")
-            else:
-                flash(request, await _add(desk, field, scope, actor(request)))
+            try:
+                if not isinstance(field, web.FileField) or not field.filename:
+                    flash(request, "Choose a file to upload.")
+                elif scope is None:
+                    flash(request, "The scope must be global or a chat as platform:chat_id.")
+                elif not readable(field.filename):
+                    name = Path(field.filename).name
+                    flash(request, f"{name}: only .md, .txt, .pdf and .docx are indexed.")
+                else:
+                    flash(request, await _add(desk, field, scope, actor(request)))
+            finally:
+                for value in form.values():
+                    if isinstance(value, web.FileField):
+                        await asyncio.to_thread(value.file.close)
             return see_other(url("/knowledge"))
 
         async def remove(request: web.Request) -> web.StreamResponse:
