@@ -173,10 +173,11 @@ class DaemonKnowledge:
         self.folder = KnowledgeFolder(root, self.queued, listing, storage.jobs)
 
     def watch(self, stop: asyncio.Event, stack: AsyncExitStack) -> None:
-        """Watch the knowledge folder until `stop` (the daemon's stop; `stack` waits)."""
+        """Watch the knowledge folder until `stop` (the daemon's stop; `stack` waits), and
+        embed at start what a stopped process or a changed model left without vectors."""
         if self.folder is None:
             return
-        task = asyncio.create_task(self.folder.run(stop), name="knowledge folder")
+        task = asyncio.create_task(self._watch(self.folder, stop), name="knowledge folder")
 
         async def stopped() -> None:
             stop.set()
@@ -198,6 +199,14 @@ class DaemonKnowledge:
             max_bytes=self._max_file_bytes,
             folder=self.folder.root if self.folder is not None else None,
         )
+
+    async def _watch(self, folder: KnowledgeFolder, stop: asyncio.Event) -> None:
+        try:  # vectors owed by a process that stopped, or by a changed `model`
+            if await KnowledgeFolderDocuments(self.database).by_author_prefix("", limit=1):
+                self._embed_later()
+        except Exception as exc:
+            log.warning("knowledge: owed vectors not checked (%s)", type(exc).__name__)
+        await folder.run(stop)
 
     def _embed_later(self) -> None:
         """A document searchable by keyword only owes its vectors: embed them in the
