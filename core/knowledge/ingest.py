@@ -183,9 +183,8 @@ def ingest_handler(
     embed_later: Callable[[], None] | None = None,
 ) -> JobHandler:
     """The runner's handler for "kb_add" jobs, on the knowledge base `open_kb` gives (built
-    on first use). `folder`: the knowledge folder `file`
-    jobs read from (None: such jobs fail with one line). `embed_later`: called when a
-    document was made searchable by keyword only (its vectors are owed)."""
+    on first use). `folder`: where `file` jobs read (None: such jobs fail with one line).
+    `embed_later`: called when a document is searchable by keyword only (vectors owed)."""
 
     async def ingest(job: Job, context: JobContext) -> JobOutcome:
         from core.knowledge.service import Added, KnowledgeRefused, Scope
