@@ -17,12 +17,8 @@ from pathlib import Path
 
 import aiohttp
 
-from core.knowledge.embedders import OpenAIEmbedder
-from core.knowledge.service import KnowledgeBase, Scope
-from core.knowledge.settings import KnowledgeSettings
-from memory.knowledge import DocumentInfo, KnowledgeStore
+from memory.knowledge import DocumentInfo
 from memory.knowledge_folder import KnowledgeFolderDocuments
-from memory.store import open_storage
 from tests.console_support import Running, client, console_settings, running, sign_in
 from tests.fakes.files import make_pdf
 from tests.fakes.openai_server import FakeOpenAI
@@ -130,37 +126,3 @@ async def test_the_folder_and_the_console_page_fill_list_and_empty_the_knowledge
         bad.add_field("file", b"hello", filename="x.md", content_type="text/markdown")
         async with session.post(f"{run.base}/console/knowledge/upload", data=bad) as done:
             assert "The scope must be global or a chat as platform:chat_id." in await done.text()
-
-
-async def test_a_changed_model_is_embedded_at_start(
-    tmp_path: Path, database_url: str, fake: FakeOpenAI
-) -> None:
-    """A document embedded by another model (the config changed) gets the new model's
-    vectors in the background at start; the old model's are dropped when it is done."""
-    settings = console_settings(
-        tmp_path,
-        database_url,
-        fake,
-        knowledge={"embeddings": "openai", "base_url": fake.base_url, "model": "embed-new"},
-    )
-    storage = await open_storage(database_url)
-    try:
-        old = KnowledgeBase(
-            KnowledgeStore(storage.database),
-            OpenAIEmbedder(fake.base_url, "embed-old"),
-            KnowledgeSettings(embeddings="openai", base_url=fake.base_url),
-        )
-        await old.add(RULES, "rules.md", Scope.everyone())
-        await old.close()
-    finally:
-        await storage.close()
-    async with running(settings) as run:
-        assert run.app.storage is not None
-        store = KnowledgeStore(run.app.storage.database)
-
-        async def embedded() -> bool:
-            old_ids, _ = await store.load_vectors("global", "openai/embed-old")
-            return not old_ids and not await store.without_vector("openai/embed-new", 10)
-
-        await until(embedded)
-    assert fake.embedding_requests[-1]["model"] == "embed-new"

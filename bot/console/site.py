@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.console import chats, overview, people, reminders, settings
-from bot.console.knowledge import UPLOAD_PATH, KnowledgeDesk, knowledge_page
+from bot.console.knowledge import UPLOAD_PATH, knowledge_page
 from bot.console.page import ConsoleDeps, Page
 from bot.console.web import Console
 
@@ -16,10 +16,9 @@ PAGES: tuple[Page, ...] = (
 )
 
 
-def console_site(
-    deps: ConsoleDeps, password: str, knowledge: KnowledgeDesk | None = None
-) -> Console:
-    """The operator's console serving every page (Knowledge when the knowledge base is on)."""
+def console_site(deps: ConsoleDeps, password: str) -> Console:
+    """The operator's console serving every page (Knowledge when `deps.knowledge`)."""
+    knowledge = deps.knowledge
     if knowledge is None:
         return Console(deps, password, pages=PAGES)
     return Console(

@@ -271,8 +271,7 @@ class App:
         if self._drawing is not None:  # the "draw" job kind and /draw
             self._drawing.attach(self.jobs, commands, meter)
         if self.knowledge is not None:  # /kb; adds are "kb_add" jobs on the runner
-            self.knowledge.add_commands(commands, admins)
-            self.knowledge.use_jobs(self.jobs, self.storage, self._shared.sandbox, settings)
+            self.knowledge.attach(commands, self.jobs, self.storage, self._shared.sandbox, settings)
         if self.reminders is not None:
             add_commands(commands, self.reminders, admins)
             self.scheduler = build_scheduler(
@@ -370,10 +369,9 @@ class App:
             last_report=self.processor.last_report,
             errors=errors,
             chat_settings=self.chat_settings,
+            knowledge=knowledge_desk(self.knowledge),  # the Knowledge page, when enabled
         )
-        self.console = console_site(
-            deps, web.password.get_secret_value(), knowledge_desk(self.knowledge)
-        )
+        self.console = console_site(deps, web.password.get_secret_value())
         return self.console
 
     async def _stop_recovery(self, task: asyncio.Task[None]) -> None:

@@ -64,7 +64,6 @@ class DaemonKnowledge:
         self.folder: KnowledgeFolder | None = None  # workspace/knowledge/, once `use_jobs`
         self._reader: SandboxReader | None = None
         self._max_file_bytes = 0
-        self._embedding: asyncio.Task[int] | None = None
         self._defuse = lambda text: text  # the registry's marker defuser, once it exists
         stack.push_async_callback(self.close)
 
@@ -153,6 +152,18 @@ class DaemonKnowledge:
 
     # -- adds as durable jobs, the folder, the console ---------------------------------------
 
+    def attach(
+        self,
+        commands: Commands,
+        runner: JobRunner,
+        storage: SqlStorage,
+        sandbox: ParseSandbox,
+        settings: Settings,
+    ) -> None:
+        """`/kb` in the command table, and adds as jobs on the runner (the daemon)."""
+        self.add_commands(commands, frozenset(settings.bot.admins))
+        self.use_jobs(runner, storage, sandbox, settings)
+
     def use_jobs(
         self, runner: JobRunner, storage: SqlStorage, sandbox: ParseSandbox, settings: Settings
     ) -> None:
@@ -173,11 +184,10 @@ class DaemonKnowledge:
         self.folder = KnowledgeFolder(root, self.queued, listing, storage.jobs)
 
     def watch(self, stop: asyncio.Event, stack: AsyncExitStack) -> None:
-        """Watch the knowledge folder until `stop` (the daemon's stop; `stack` waits), and
-        embed at start what a stopped process or a changed model left without vectors."""
+        """Watch the knowledge folder until `stop` (the daemon's stop; `stack` waits)."""
         if self.folder is None:
             return
-        task = asyncio.create_task(self._watch(self.folder, stop), name="knowledge folder")
+        task = asyncio.create_task(self.folder.run(stop), name="knowledge folder")
 
         async def stopped() -> None:
             stop.set()
@@ -200,36 +210,17 @@ class DaemonKnowledge:
             folder=self.folder.root if self.folder is not None else None,
         )
 
-    async def _watch(self, folder: KnowledgeFolder, stop: asyncio.Event) -> None:
-        try:  # vectors owed by a process that stopped, or by a changed `model`
-            if await KnowledgeFolderDocuments(self.database).by_author_prefix("", limit=1):
-                self._embed_later()
-        except Exception as exc:
-            log.warning("knowledge: owed vectors not checked (%s)", type(exc).__name__)
-        await folder.run(stop)
-
     def _embed_later(self) -> None:
-        """A document searchable by keyword only owes its vectors: embed them in the
-        background, one pass at a time (a pass takes every passage still without one)."""
-        if self._embedding is not None and not self._embedding.done():
-            return
-        self._embedding = asyncio.create_task(self._reembed(), name="knowledge embedding")
-
-    async def _reembed(self) -> int:
-        try:
-            return await (await self.base()).reembed()
-        except Exception as exc:
-            log.warning("knowledge: background embedding failed (%s)", type(exc).__name__)
-            return 0
+        """A document searchable by keyword only owes its vectors: the same one-at-a-time
+        background embedding as a direct add's."""
+        if self._kb is not None:
+            self._direct.embed_later(self._kb)
 
     async def settle(self) -> None:
         """Wait until every document added here has its vectors (the CLI, before exit)."""
         await self._direct.settle()
 
     async def close(self) -> None:
-        if self._embedding is not None:
-            self._embedding.cancel()
-            await asyncio.gather(self._embedding, return_exceptions=True)
         await self._direct.close()
         if self._kb is not None:
             await self._kb.close()

@@ -170,7 +170,8 @@ class QueuedIntake:
 
 def added_line(source: str, added: Added) -> str:
     doc = added.document
-    line = f"📚 added {short(source)} (#{doc.id}): {doc.chunk_count} passages"
+    count = f"{doc.chunk_count} passage" + ("" if doc.chunk_count == 1 else "s")
+    line = f"📚 added {short(source)} (#{doc.id}): {count}"
     if not added.embedded:
         line += " (searchable by keyword now, by meaning once embedded)"
     return line
