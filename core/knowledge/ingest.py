@@ -31,6 +31,7 @@ from core.knowledge.chunking import Page
 from core.knowledge.intake import AddRequest, KnowledgeIntake
 from core.knowledge.reading import PageReader, ReadFailed
 from memory.job_types import Job, JobDraft, JobRefused
+from memory.types import person_key
 
 if TYPE_CHECKING:  # numpy and the store load with the knowledge base, not with the seam
     from core.knowledge.service import Added, DocumentInfo, KnowledgeBase, Scope
@@ -85,7 +86,7 @@ def job_draft(request: IngestRequest) -> JobDraft:
     args: dict[str, Any] = {
         "scope": request.scope.key,
         "source": request.source,
-        "added_by": request.added_by or f"{who.platform}:{who.user_id}",
+        "added_by": request.added_by or person_key(who.platform, who.user_id),
     }
     if request.file is not None:
         args["file"] = request.file
