@@ -8,13 +8,15 @@ console's picture of the chat lists the passage as `[1] <source>`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.console_support import client, console_settings, running, sign_in
+from memory.job_types import Job
+from tests.console_support import Running, client, console_settings, running, sign_in
 from tests.fakes.openai_server import FakeOpenAI, content_text
 from tests.fakes.page_server import ARTICLE_SENTENCE, PageServer
 
@@ -41,6 +43,18 @@ async def post(base: str, text: str, *, user: str, chat: str = "g1", **more: Any
         return str(reply) if reply is not None else None
 
 
+async def job_done(run: Running, job_id: int) -> Job:
+    """Wait until the job ended (the daemon's runner takes it within its interval)."""
+    assert run.app.storage is not None
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:
+        job = await run.app.storage.jobs.get(job_id)
+        if job is not None and job.state in ("done", "failed"):
+            return job
+        assert asyncio.get_running_loop().time() < deadline, job
+        await asyncio.sleep(0.1)
+
+
 async def test_a_page_added_by_url_is_cited_and_shown_in_the_console(
     tmp_path: Path, database_url: str, model: FakeOpenAI, fake: FakeOpenAI, pages: PageServer
 ) -> None:
@@ -58,7 +72,8 @@ async def test_a_page_added_by_url_is_cited_and_shown_in_the_console(
         assert refused is not None and refused.startswith("Only admins can add")
         assert pages.hits == []
         added = await post(run.base, f"/kb add {url}", user=ADMIN)
-        assert added is not None and added.startswith("Added #1"), added
+        assert added is not None and added.startswith(f"📚 adding {url} (job #1)"), added
+        await job_done(run, 1)  # an HTTP chat has no push target: the line is only stored
 
         await post(
             run.base, "when was the harbour bridge opened again?", user="u2", mentions_bot=True

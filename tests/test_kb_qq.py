@@ -82,8 +82,10 @@ async def test_kb_add_as_a_reply_to_a_qq_file(
                 impl.group_message([quote, text("/kb add")], user_id=ADMIN, group_id=CLUB)
             )
             added = sent_text(await link.next_action("send_group_msg"))
-            assert added.startswith("Added #1 minutes.pdf"), added
+            assert added.startswith("📚 adding minutes.pdf (job #1)"), added
             assert asked == ["fid-7"]
+            done = sent_text(await link.next_action("send_group_msg"))  # the job's line
+            assert done.startswith("📚 added minutes.pdf (#1): 1 passage"), done
 
             at = {"type": "at", "data": {"qq": str(QQ_SELF)}}
             question = [at, text(" how much money did the committee approve for the outing?")]

@@ -71,8 +71,12 @@ async def test_kb_add_as_a_reply_to_a_shared_pdf(
         assert refused.startswith("Only admins can add"), refused
         assert tg.calls_of("getFile") == []
 
+        before = len(tg.calls_of("sendMessage"))
         added = await say(tg, CLUB, ALICE, "/kb add", reply_to_message=shared)
-        assert added.startswith("Added #") and "report.pdf" in added, added
+        assert added.startswith("📚 adding report.pdf (job #1)"), added
+        done = (await tg.wait_for("sendMessage", before + 2))[before + 1].params
+        assert done["text"].startswith("📚 added report.pdf (#1): "), done  # the job's line
+        assert done["reply_parameters"] is not None  # in a group: a reply to the /kb add
         assert [c.params["file_id"] for c in tg.calls_of("getFile")] == [file_id]
 
         await say(tg, CLUB, BOB, f"@{BOT} how did sales at the shop go?")

@@ -110,7 +110,7 @@ class KbCommand:
             )
         source, content = found
         scope = GLOBAL_SCOPE if is_global else chat_scope(message)
-        request = AddRequest(scope, source, content, added_by=message.sender_key)
+        request = AddRequest(scope, source, content, added_by=message.sender_key, origin=message)
         return await self.knowledge.intake.add(request)
 
     async def _read(self, message: InboundMessage, rest: list[str]) -> tuple[str, Content] | None:

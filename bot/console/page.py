@@ -28,6 +28,7 @@ from memory.store import SqlStorage
 from memory.types import ChatKey
 
 if TYPE_CHECKING:
+    from bot.console.knowledge import KnowledgeDesk
     from memory.activity import Activity
     from memory.browse import Browse
 
@@ -61,6 +62,7 @@ class ConsoleDeps:
     errors: RecentErrors
     chat_settings: ChatSettingsAccess
     clock: WallClock = utc_now
+    knowledge: KnowledgeDesk | None = None  # the Knowledge page's services (None: no page)
 
 
 class PageHost(Protocol):

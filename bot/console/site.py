@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bot.console import chats, overview, people, reminders, settings
+from bot.console.knowledge import UPLOAD_PATH, knowledge_page
 from bot.console.page import ConsoleDeps, Page
 from bot.console.web import Console
 
@@ -16,5 +17,14 @@ PAGES: tuple[Page, ...] = (
 
 
 def console_site(deps: ConsoleDeps, password: str) -> Console:
-    """The operator's console serving every page."""
-    return Console(deps, password, pages=PAGES)
+    """The operator's console serving every page (Knowledge when `deps.knowledge`)."""
+    knowledge = deps.knowledge
+    if knowledge is None:
+        return Console(deps, password, pages=PAGES)
+    return Console(
+        deps,
+        password,
+        pages=(*PAGES, knowledge_page(knowledge)),
+        nav=(("Knowledge", "/knowledge"),),
+        uploads={UPLOAD_PATH: knowledge.upload_limit},
+    )

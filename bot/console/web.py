@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from importlib import resources
 from typing import Any
@@ -30,6 +30,7 @@ from bot.console.fmt import format_age, format_time
 from bot.console.page import SESSION_KEY, ConsoleDeps, Page, see_other, url
 from bot.console.params import PREFIX, BadInput, sign_in_target
 from channels.http.guard import SAFE_METHODS, cross_site_reason
+from channels.http.server import LARGER_BODIES
 from memory.activity import Activity
 from memory.browse import Browse
 
@@ -48,10 +49,21 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 class Console:
     """The operator's console; `register` mounts it on the HTTP channel's application."""
 
-    def __init__(self, deps: ConsoleDeps, password: str, pages: Sequence[Page] = ()) -> None:
-        """`pages` add their routes when the console is mounted (bot/console/site.py)."""
+    def __init__(
+        self,
+        deps: ConsoleDeps,
+        password: str,
+        pages: Sequence[Page] = (),
+        *,
+        nav: Sequence[tuple[str, str]] = (),
+        uploads: Mapping[str, int] | None = None,
+    ) -> None:
+        """`pages` add their routes when the console is mounted (bot/console/site.py);
+        `nav`: (label, path) links of optional pages; `uploads`: paths that take a larger
+        body than the HTTP server's limit, with their limit."""
         self.deps = deps
         self._pages = tuple(pages)
+        self._uploads = dict(uploads or {})
         self.browse = Browse(deps.storage.database)
         self.activity = Activity(deps.storage.database)
         self._password = password
@@ -69,6 +81,7 @@ class Console:
         self._templates.filters["when"] = format_time
         self._templates.filters["age"] = lambda moment: format_age(moment, deps.clock())
         self._templates.globals["url"] = url
+        self._templates.globals["extra_nav"] = tuple(nav)
 
     def register(self, app: web.Application) -> None:
         """Mount /console (the HTTP channel calls this before it starts serving)."""
@@ -79,6 +92,9 @@ class Console:
         sub.router.add_get("/static/{name}", self._static)
         for page in self._pages:
             page(sub.router, self)
+        larger = app.get(LARGER_BODIES)
+        if larger is not None:
+            larger.update({PREFIX + path: size for path, size in self._uploads.items()})
         app.add_subapp(PREFIX, sub)
 
     # -- rendering ---------------------------------------------------------------------

@@ -27,7 +27,7 @@ from bot.errors import channel_start_failure
 from bot.wiring.chime import build_chime
 from bot.wiring.images import Drawing, build_drawing
 from bot.wiring.jobs import build_job_runner
-from bot.wiring.knowledge import DaemonKnowledge, build_knowledge
+from bot.wiring.knowledge import DaemonKnowledge, build_knowledge, knowledge_desk
 from bot.wiring.models import (
     chat_model,
     check_model_reachable,
@@ -45,10 +45,7 @@ from core.context import ContextBuilder
 from core.context.tail import turn_material
 from core.context.tokens import TokenCounter, get_counter
 from core.jobs.runner import JobRunner
-from core.llm import (
-    FallbackProvider,
-    LLMProvider,
-)
+from core.llm import FallbackProvider, LLMProvider
 from core.media.vision import VisionReader
 from core.reminders.scheduler import Scheduler
 from core.reminders.service import Reminders
@@ -273,8 +270,8 @@ class App:
         commands.add("jobs", JobsCommand(self.storage.jobs, admins, clock=self._clock))
         if self._drawing is not None:  # the "draw" job kind and /draw
             self._drawing.attach(self.jobs, commands, meter)
-        if self.knowledge is not None:
-            self.knowledge.add_commands(commands, admins)
+        if self.knowledge is not None:  # /kb; adds are "kb_add" jobs on the runner
+            self.knowledge.attach(commands, self.jobs, self.storage, self._shared.sandbox, settings)
         if self.reminders is not None:
             add_commands(commands, self.reminders, admins)
             self.scheduler = build_scheduler(
@@ -332,6 +329,8 @@ class App:
         if self.jobs is not None:  # stops with recovery too: running jobs are let go
             jobs = asyncio.create_task(self.jobs.run(self._recovery_stop))
             self._stack.push_async_callback(self._stop_recovery, jobs)
+        if self.knowledge is not None:  # the knowledge folder's changes become jobs
+            self.knowledge.watch(self._recovery_stop, self._stack)
         if self.scheduler is not None:  # stops with recovery (the same stop event)
             reminders = asyncio.create_task(self.scheduler.run(self._recovery_stop))
             self._stack.push_async_callback(self._stop_recovery, reminders)
@@ -370,6 +369,7 @@ class App:
             last_report=self.processor.last_report,
             errors=errors,
             chat_settings=self.chat_settings,
+            knowledge=knowledge_desk(self.knowledge),  # the Knowledge page, when enabled
         )
         self.console = console_site(deps, web.password.get_secret_value())
         return self.console

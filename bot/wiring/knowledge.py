@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 
 from bot.commands.kb import KbCommand
 from bot.commands.table import Commands
+from bot.config import Settings
 from core.context.report import KnowledgeNote
+from core.jobs.runner import JobRunner
 from core.knowledge.intake import DirectIntake, KnowledgeIntake
 from core.knowledge.settings import KnowledgeSettings
 from core.knowledge.sources import KnowledgeSources
@@ -26,9 +28,15 @@ from core.messages import InboundMessage
 from core.tools.knowledge import knowledge_tool
 from core.tools.registry import ToolRegistry
 from memory.knowledge import GLOBAL_SCOPE, DocumentInfo, KnowledgeStore
+from memory.knowledge_folder import KnowledgeFolderDocuments
 from memory.migrate import Database
+from memory.store import SqlStorage
 
 if TYPE_CHECKING:
+    from bot.console.knowledge import KnowledgeDesk
+    from core.knowledge.folder import KnowledgeFolder
+    from core.knowledge.ingest import JobIntake
+    from core.knowledge.reading import SandboxReader
     from core.knowledge.service import Hit, KnowledgeBase
 
 log = logging.getLogger(__name__)
@@ -45,12 +53,17 @@ class DaemonKnowledge:
         stack: AsyncExitStack,
     ) -> None:
         self.settings = settings
+        self.database = database
         self.store = KnowledgeStore(database)
         self.sources = sources
         self._kb: KnowledgeBase | None = None
         self._building = asyncio.Lock()
         self._direct = DirectIntake(self.base)
-        self.intake: KnowledgeIntake = self._direct  # the seam a job-based intake replaces
+        self.intake: KnowledgeIntake = self._direct  # `use_jobs` makes a chat's add a job
+        self.queued: JobIntake | None = None  # the "kb_add" jobs' intake, once `use_jobs`
+        self.folder: KnowledgeFolder | None = None  # workspace/knowledge/, once `use_jobs`
+        self._reader: SandboxReader | None = None
+        self._max_file_bytes = 0
         self._defuse = lambda text: text  # the registry's marker defuser, once it exists
         stack.push_async_callback(self.close)
 
@@ -137,6 +150,72 @@ class DaemonKnowledge:
         command = KbCommand(self, admins, group_members_add=self.settings.group_members_add)
         commands.add("kb", command)
 
+    # -- adds as durable jobs, the folder, the console ---------------------------------------
+
+    def attach(
+        self,
+        commands: Commands,
+        runner: JobRunner,
+        storage: SqlStorage,
+        sandbox: ParseSandbox,
+        settings: Settings,
+    ) -> None:
+        """`/kb` in the command table, and adds as jobs on the runner (the daemon)."""
+        self.add_commands(commands, frozenset(settings.bot.admins))
+        self.use_jobs(runner, storage, sandbox, settings)
+
+    def use_jobs(
+        self, runner: JobRunner, storage: SqlStorage, sandbox: ParseSandbox, settings: Settings
+    ) -> None:
+        """A chat's add (and the folder's and the console's) becomes a "kb_add" job on
+        the runner (core/knowledge/ingest.py); the CLI's stays in the call."""
+        from core.knowledge.folder import FOLDER_NAME, KnowledgeFolder
+        from core.knowledge.ingest import KIND, JobIntake, QueuedIntake, ingest_handler
+        from core.knowledge.reading import SandboxReader
+
+        root = settings.bot.workspace / FOLDER_NAME
+        root.mkdir(parents=True, exist_ok=True)
+        self._max_file_bytes = settings.documents.max_bytes
+        self._reader = SandboxReader(sandbox, self.settings.max_bytes + 1, self._max_file_bytes)
+        self.queued = JobIntake(storage.jobs, max_pending_per_user=settings.jobs.max_per_user)
+        runner.register(KIND, ingest_handler(self.base, self._reader, root, self._embed_later))
+        self.intake = QueuedIntake(self.queued, self._direct)
+        listing = KnowledgeFolderDocuments(self.database)
+        self.folder = KnowledgeFolder(root, self.queued, listing, storage.jobs)
+
+    def watch(self, stop: asyncio.Event, stack: AsyncExitStack) -> None:
+        """Watch the knowledge folder until `stop` (the daemon's stop; `stack` waits)."""
+        if self.folder is None:
+            return
+        task = asyncio.create_task(self.folder.run(stop), name="knowledge folder")
+
+        async def stopped() -> None:
+            stop.set()
+            await task
+
+        stack.push_async_callback(stopped)
+
+    def console_desk(self) -> KnowledgeDesk | None:
+        """The console's Knowledge page's services (None until `use_jobs`)."""
+        if self.queued is None or self._reader is None:
+            return None
+        from bot.console.knowledge import KnowledgeDesk
+
+        return KnowledgeDesk(
+            listing=KnowledgeFolderDocuments(self.database),
+            remove=self.remove,
+            intake=self.queued,
+            reader=self._reader,
+            max_bytes=self._max_file_bytes,
+            folder=self.folder.root if self.folder is not None else None,
+        )
+
+    def _embed_later(self) -> None:
+        """A document searchable by keyword only owes its vectors: the same one-at-a-time
+        background embedding as a direct add's."""
+        if self._kb is not None:
+            self._direct.embed_later(self._kb)
+
     async def settle(self) -> None:
         """Wait until every document added here has its vectors (the CLI, before exit)."""
         await self._direct.settle()
@@ -163,3 +242,8 @@ def build_knowledge(
         sandbox, pages, max_file_bytes=max_file_bytes, max_text_bytes=settings.max_bytes
     )
     return DaemonKnowledge(settings, database, sources, stack)
+
+
+def knowledge_desk(knowledge: DaemonKnowledge | None) -> KnowledgeDesk | None:
+    """What the console's Knowledge page works through (None: no page)."""
+    return knowledge.console_desk() if knowledge is not None else None

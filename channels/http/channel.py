@@ -34,7 +34,13 @@ from channels.config import HttpConfig
 from channels.http.guard import KnownHosts, cross_site_reason, foreign_host_reason
 from channels.http.push import HttpPush
 from channels.http.request import PLATFORM, ChatRequest, RequestError, parse_chat_request
-from channels.http.server import ConnectionCap, body_deadline, descriptors, fitting_connections
+from channels.http.server import (
+    LARGER_BODIES,
+    ConnectionCap,
+    body_deadline,
+    descriptors,
+    fitting_connections,
+)
 from core.messages import ChatType, DeliveryError, OutboundMessage, Sent, TryLater
 
 log = logging.getLogger(__name__)
@@ -113,6 +119,7 @@ class HttpChannel(TextOnly):
         )
         app.router.add_post("/v1/chat", self._chat)
         app.router.add_get("/healthz", self._healthz)
+        app[LARGER_BODIES] = {}  # a registrar's upload path may take more
         for register in self._registrars:
             register(app)
         # No access log: the benchmark pushes hundreds of requests a second through here.

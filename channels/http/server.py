@@ -129,12 +129,23 @@ class ConnectionCap:
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+# Paths that take a larger body than the server's `client_max_size` (the console's
+# upload of a document): a route registrar adds `app[LARGER_BODIES][path] = bytes`.
+LARGER_BODIES = web.AppKey("larger_bodies", dict[str, int])
+
+
 def body_deadline(timeout_s: float) -> Middleware:
     """Middleware: read any request body within `timeout_s` (it is cached, so handlers'
-    own `read()`/`post()` return it at once); too slow: 408 and the connection closed."""
+    own `read()`/`post()` return it at once; a multipart form is parsed here, as its
+    stream can be read only once); too slow: 408 and the connection closed.
+    The body may be as large as the server allows, or what LARGER_BODIES says its path
+    takes."""
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        larger = request.config_dict.get(LARGER_BODIES, {}).get(request.path)
+        if larger:
+            request = request.clone(client_max_size=larger)
         if request.can_read_body:
             too_big = web.json_response(
                 {"error": f"body is larger than {request.client_max_size} bytes"}, status=413
@@ -143,9 +154,14 @@ def body_deadline(timeout_s: float) -> Middleware:
                 return too_big
             try:
                 async with asyncio.timeout(timeout_s):
-                    await request.read()
+                    if request.content_type == "multipart/form-data":
+                        await request.post()  # its stream is read once: parsed (and kept) now
+                    else:
+                        await request.read()
             except web.HTTPRequestEntityTooLarge:
                 return too_big
+            except ValueError:  # a multipart body that does not parse
+                return web.json_response({"error": "malformed multipart body"}, status=400)
             except TimeoutError:
                 response = web.json_response(
                     {"error": f"request body not received within {timeout_s:g} s"}, status=408

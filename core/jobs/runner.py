@@ -62,6 +62,9 @@ class JobOutcome:
 
 
 IMAGE_KEY = "image_b64"
+# The chat type of a job no chat asked for (a file in the knowledge folder, a console
+# upload): its outcome is stored and logged, never sent (there is nobody to send it to).
+NO_CHAT = "none"
 
 
 def stored_image(result: dict[str, Any]) -> bytes | None:
@@ -268,6 +271,10 @@ class JobRunner:
         image: bytes | None = None,
         result: dict[str, Any] | None = None,
     ) -> None:
+        if job.chat_type == NO_CHAT:
+            log.info("jobs: #%d (%s) ended: %s", job.id, job.kind, text)
+            await self._queue.delivered(job, self._clock())
+            return
         try:
             await self._send(outcome_message(job, text, image))
         except DeliveryError as exc:

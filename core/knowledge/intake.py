@@ -1,8 +1,9 @@
 """The one seam every "add this to the knowledge base" goes through (`/kb add`, the CLI).
 
-Why a seam: today a document is indexed right away (`DirectIntake` calls
-`KnowledgeBase.add`); ingestion as a durable job implements the same Protocol and the
-callers do not change. The answer is one line for the chat or the shell.
+Why a seam: the daemon adds a chat's document as a durable job (`QueuedIntake` in
+core/knowledge/ingest.py: the answer says it is on its way, the job's own line follows),
+the CLI indexes right away (`DirectIntake` calls `KnowledgeBase.add`); the callers do not
+change. The answer is one line for the chat or the shell.
 Why no numpy here: the command module imports this at start; the knowledge base itself
 is built (and numpy imported) only when the first document is added.
 """
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from core.knowledge.chunking import Page
+from core.messages import InboundMessage
 
 if TYPE_CHECKING:
     from core.knowledge.service import KnowledgeBase
@@ -31,6 +33,9 @@ class AddRequest:
     source: str  # the name shown in citations: a file name or a URL
     content: str | tuple[Page, ...]
     added_by: str = ""  # "platform:user_id", or "cli"
+    # The message that asked (`/kb add`): a job's line goes back to its chat as a reply.
+    # None (the CLI): nobody is waiting in a chat; the add happens in the call.
+    origin: InboundMessage | None = None
 
 
 class KnowledgeIntake(Protocol):

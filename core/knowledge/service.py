@@ -194,10 +194,13 @@ class KnowledgeBase:
         assert done is not None
         return Added(done, duplicate=False, embedded=vectors is not None)
 
-    async def resume(self) -> builtins.list[Added]:
-        """Finish documents a stopped process accepted but never indexed (for the runner)."""
+    async def resume(self, document_id: int | None = None) -> builtins.list[Added]:
+        """Finish documents a stopped process accepted but never indexed (for the runner):
+        every such document, or only `document_id` (an ingestion job tried again)."""
         finished: list[Added] = []
         for info, pages in await self._store.unfinished():
+            if document_id is not None and info.id != document_id:
+                continue
             parts = [Page(p.get("text", ""), p.get("locator", "")) for p in pages]
             passages = chunk_pages(parts, self._settings.chunk_tokens, self._settings.chunk_overlap)
             finished.append(await self._index(info, passages, len(passages) <= EMBED_INLINE_MAX))

@@ -29,7 +29,7 @@ server that never reports `usage` (neither in answers nor in streams).
 
 Embeddings: `/v1/embeddings` answers `hashed_vector(text)` per input (floats, or base64
 float32 as the SDK asks by default), records bodies in `embedding_requests`, and answers
-500 to the next `embedding_fails` requests.
+500 to the next `embedding_fails` requests; `embedding_latency_s` holds each answer.
 
 Prompt caching: `cache="openai"` reports `usage.prompt_tokens_details.cached_tokens`,
 `cache="deepseek"` `prompt_cache_hit_tokens`/`prompt_cache_miss_tokens`, both computed
@@ -245,6 +245,7 @@ class FakeOpenAI:
         self.embedding_requests: list[dict[str, Any]] = []
         self.embedding_fails = 0  # the next N embeddings requests answer 500
         self.embedding_dim = EMBEDDING_DIM
+        self.embedding_latency_s = 0.0  # each embeddings answer waits this long (a kill test)
 
     # -- lifecycle -------------------------------------------------------------------
     async def __aenter__(self) -> FakeOpenAI:
@@ -440,6 +441,8 @@ class FakeOpenAI:
         floats or as base64 float32 (what the openai SDK asks for by default)."""
         body = await request.json()
         self.embedding_requests.append(body)
+        if self.embedding_latency_s:
+            await self._sleep(self.embedding_latency_s)
         if self.embedding_fails:
             self.embedding_fails -= 1
             return _error(500, "embeddings failed")

@@ -1,0 +1,81 @@
+"""A file's bytes -> the pages the knowledge base indexes (.md .txt .pdf .docx).
+
+Why pages and not the text `[documents]` reads: a PDF keeps its page numbers (`p. 12`) so
+an answer can be checked, and Markdown is cut at its headings. Why in the parse sandbox
+(core/media/sandbox.py), with the same jobs as `/kb add` ("pdf_pages", "document"): a
+file uploaded in the console or dropped in the knowledge folder is still bytes pypdf and
+the DOCX reader must survive, within the same CPU, memory and time limits.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from core.knowledge.chunking import Page, text_pages
+from core.media.sandbox import ParseFailed, ParseSandbox
+from core.media.shared import one_line
+
+SUFFIXES = (".md", ".markdown", ".txt", ".pdf", ".docx")
+MAX_PAGES = 2000
+PARSE_TIMEOUT_S = 180.0
+
+
+class ReadFailed(ValueError):
+    """The file cannot be indexed; str(exc) is a short reason fit for a chat line."""
+
+
+class PageReader(Protocol):
+    async def pages(self, data: bytes, name: str) -> list[Page]: ...
+
+
+def readable(name: str) -> bool:
+    """A file the knowledge base indexes, by its name."""
+    return name.lower().endswith(SUFFIXES) and not name.startswith(".")
+
+
+class SandboxReader:
+    """Reads pages in the parse sandbox's child processes."""
+
+    def __init__(
+        self, sandbox: ParseSandbox, max_chars: int, max_file_bytes: int = 10 * 1024 * 1024
+    ) -> None:
+        self._sandbox = sandbox
+        self._max_chars = max_chars  # one more than [knowledge] max_bytes: the engine refuses
+        self._max_file = max_file_bytes  # [documents] max_bytes
+
+    async def pages(self, data: bytes, name: str) -> list[Page]:
+        if not readable(name):
+            raise ReadFailed("only .md, .txt, .pdf and .docx files are indexed")
+        if len(data) > self._max_file:
+            limit = f"{self._max_file} bytes ([documents] max_bytes)"
+            raise ReadFailed(f"the file is larger than {limit}")
+        reply = 8 * self._max_chars + 64 * 1024  # UTF-8 and JSON escapes around the text
+        try:
+            if name.lower().endswith(".pdf"):
+                found = await self._sandbox.run(
+                    "pdf_pages",
+                    {"max_pages": MAX_PAGES},
+                    data,
+                    max_reply=reply,
+                    timeout_s=PARSE_TIMEOUT_S,
+                )
+                raw = found.get("pages")
+                if not isinstance(raw, list):
+                    raise ReadFailed("the reader failed on it")
+                return [
+                    Page(str(p.get("text", "")), str(p.get("locator", "")))
+                    for p in raw
+                    if isinstance(p, dict)
+                ]
+            # A .md or .txt name is read as text whatever its bytes claim to be.
+            as_text = name if name.lower().endswith(".docx") else name + ".txt"
+            args = {"name": as_text, "mime": None, "max_pages": 1, "max_chars": self._max_chars}
+            doc = await self._sandbox.run(
+                "document", args, data, max_reply=reply, timeout_s=PARSE_TIMEOUT_S
+            )
+        except ParseFailed as exc:
+            raise ReadFailed(one_line(str(exc), 160)) from None
+        text = doc.get("text")
+        if not isinstance(text, str):
+            raise ReadFailed("the reader failed on it")
+        return text_pages(text, name)
