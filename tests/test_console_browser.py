@@ -33,7 +33,7 @@ BOT = "chatterd_test_bot"
 ALICE = user(1001, "Alice", "Liddell", username="alice")
 GROUP = group_chat(-100500, "Tea party")
 FACT = "likes green tea"
-# About 80 tokens: in a 1,000-token window, the oldest turns fall out by the fourth message.
+# About 80 tokens: in a 1,060-token window, the oldest turns fall out by the fourth message.
 CHATTER = (
     "We are planning the afternoon tea for the whole reading club next Saturday, with "
     "scones, cucumber sandwiches, lemon cake and three kinds of jam, and we still argue "
@@ -89,8 +89,9 @@ async def test_an_operator_session_in_chromium(
     tmp_path: Path, database_url: str, model: FakeOpenAI, tg: FakeTelegram
 ) -> None:
     telegram = {"enabled": True, "token": tg.token, "api_base_url": tg.root, "poll_stall_s": 3.0}
-    small = {"context_window": 1000, "reply_tokens": 200}
-    # the 1000-token window is sized for the built-in tools the test was written with
+    small = {"context_window": 1060, "reply_tokens": 200}
+    # the window is sized for the starter persona and built-in tools: small enough that the
+    # oldest turns fall out, large enough that a remembered fact still fits
     settings = console_settings(
         tmp_path,
         database_url,
