@@ -255,8 +255,12 @@ async def test_no_decision_right_after_the_bots_own_message() -> None:
 async def test_no_decision_past_the_limits_allowance() -> None:
     from core.context.tokens import get_counter
 
-    async def over(message: InboundMessage) -> bool:
-        return True
+    class SpentGroup:
+        async def over_quota(self, message: InboundMessage) -> bool:
+            return True
+
+        async def persona(self, message: InboundMessage) -> str:
+            return ""
 
     store = _Store("user")
     chime = ChimeIn(
@@ -265,7 +269,7 @@ async def test_no_decision_past_the_limits_allowance() -> None:
         model=_NeverCalled(),  # type: ignore[arg-type]
         door=None,  # type: ignore[arg-type]
         counter=get_counter("estimate"),
-        over_quota=over,
+        rules=SpentGroup(),
     )
     message = InboundMessage("qq", "group:1", ChatType.GROUP, "2", "Ann", "hm")
     assert await chime.heard(message, "normal") is False

@@ -18,7 +18,22 @@ from core.turn.chiming import ChimeIn, ChimeOptions, ChimeStore, ProactiveDoor
 from core.usage.meter import UsageMeter
 from core.usage.quota import QuotaGuard
 from memory.chat_settings_cache import CachedChatSettings
-from memory.types import ChatKey
+
+
+class GroupSettingsRules:
+    """A group's allowance from the quota guard and its persona from the per-chat settings."""
+
+    def __init__(self, quota: QuotaGuard, chat_settings: CachedChatSettings) -> None:
+        self._quota = quota
+        self._chat_settings = chat_settings
+
+    async def over_quota(self, message: InboundMessage) -> bool:
+        # The chat pays for a chime-in, not the last speaker: the group's and the
+        # global allowance count; one person's used-up allowance does not.
+        return await self._quota.over(message) in ("group", "global")
+
+    async def persona(self, message: InboundMessage) -> str:
+        return (await self._chat_settings.get(message.chat_key)).persona
 
 
 def build_chime(
@@ -35,14 +50,6 @@ def build_chime(
 ) -> ChimeIn:
     """Always built: a group may turn it on with `/bot chime` while `[groups]` says off."""
 
-    async def over_quota(message: InboundMessage) -> bool:
-        # The chat pays for a chime-in, not the last speaker: the group's and the
-        # global allowance count; one person's used-up allowance does not.
-        return await quota.over(message) in ("group", "global")
-
-    async def persona(platform: str, chat_id: str) -> str:
-        return (await chat_settings.get(ChatKey(platform, chat_id))).persona
-
     return ChimeIn(
         windows=ChimeWindows(lambda: clock().timestamp(), gap_s=settings.groups.chime_min_gap_s),
         store=store,
@@ -50,7 +57,6 @@ def build_chime(
         door=door,
         counter=counter,
         meter=meter,
-        over_quota=over_quota,
-        persona=persona,
+        rules=GroupSettingsRules(quota, chat_settings),
         options=ChimeOptions(bot_name=settings.bot.name),
     )

@@ -16,12 +16,11 @@ is silence; a message is cut to `max_chars` and sent as one message.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from core.context.tokens import TokenCounter
-from core.context.turn import ChatPersona
 from core.llm import LLMError
 from core.llm.provider import LLMProvider
 from core.messages import DeliveryError, InboundMessage, OutboundMessage
@@ -45,6 +44,18 @@ class ChimeStore(Protocol):
 
 class ProactiveDoor(Protocol):
     async def send_proactive(self, outbound: OutboundMessage) -> Any: ...
+
+
+class GroupRules(Protocol):
+    """What the group's own settings say about speaking up: its allowance and its persona."""
+
+    async def over_quota(self, message: InboundMessage) -> bool:
+        """True when the group (or everyone) has used up its `[limits]` allowance."""
+        ...
+
+    async def persona(self, message: InboundMessage) -> str:
+        """The group's `/bot persona` line, or ""."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -93,8 +104,7 @@ class ChimeIn:
         door: ProactiveDoor,
         counter: TokenCounter,
         meter: UsageMeter | None = None,
-        over_quota: Callable[[InboundMessage], Awaitable[bool]] | None = None,
-        persona: ChatPersona | None = None,
+        rules: GroupRules | None = None,
         options: ChimeOptions | None = None,
     ) -> None:
         self.windows = windows
@@ -103,8 +113,7 @@ class ChimeIn:
         self._door = door
         self._counter = counter
         self._meter = meter
-        self._over_quota = over_quota
-        self._persona = persona
+        self._rules = rules
         self._options = options or ChimeOptions()
 
     async def heard(self, message: InboundMessage, level: ChimeLevel) -> bool:
@@ -118,7 +127,7 @@ class ChimeIn:
         batch = self.windows.heard(message.chat_key, level)
         if not batch:
             return "no decision due"
-        if self._over_quota is not None and await self._over_quota(message):
+        if self._rules is not None and await self._rules.over_quota(message):
             return "over the [limits] allowance"
         options = self._options
         limit = min(max(options.history_turns, batch + 10), options.max_turns)
@@ -144,7 +153,7 @@ class ChimeIn:
         return "spoke"
 
     async def _decide(self, message: InboundMessage, turns: Sequence[Turn], batch: int) -> str:
-        persona = await self._persona(message.platform, message.chat_id) if self._persona else ""
+        persona = await self._rules.persona(message) if self._rules else ""
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": instruction(self._options.bot_name, persona, batch)}
         ]
