@@ -24,6 +24,7 @@ from bot.config import Settings
 from bot.console import RecentErrors
 from bot.dispatcher import Dispatcher
 from bot.errors import channel_start_failure
+from bot.wiring.background import build_tasks
 from bot.wiring.images import Drawing, build_drawing
 from bot.wiring.jobs import build_job_runner
 from bot.wiring.models import (
@@ -218,6 +219,7 @@ class App:
         self._drawing = build_drawing(
             settings, self.storage.jobs, self._stack, self._clock, self._seams.links_resolver
         )
+        self._tasks = build_tasks(settings, self.storage.jobs)  # spawn: background tasks
         tool_loop = self._tool_loop(llm, meter, mcp)
         self.processor = MessageProcessor(
             store=self.storage,
@@ -263,6 +265,7 @@ class App:
         commands.add("jobs", JobsCommand(self.storage.jobs, admins, clock=self._clock))
         if self._drawing is not None:  # the "draw" job kind and /draw
             self._drawing.attach(self.jobs, commands, meter)
+        self._tasks.attach(self.jobs, tool_loop, self.storage)  # the "task" job kind
         if self.reminders is not None:
             add_commands(commands, self.reminders, admins)
             self.scheduler = build_scheduler(
@@ -394,6 +397,7 @@ class App:
         self._shared.add_tools(registry)
         if self._drawing is not None:
             self._drawing.add_tool(registry)  # offered only to those [images] allow
+        self._tasks.add_tool(registry)  # offered only to those [jobs] spawn_allow
         return ToolLoop(
             registry,
             llm,
