@@ -82,6 +82,25 @@ class JobStore:
     async def get(self, job_id: int) -> Job | None:
         return await _JOBS.by_id(self._db, job_id)
 
+    async def asked_by(
+        self, kind: str, platform: str, chat_id: str, origin_message_id: str
+    ) -> Job | None:
+        """The job of `kind` a message already asked for (the newest), if any: a turn run
+        again after a crash finds the job its first run stored instead of adding another."""
+        query = (
+            _JOBS.select()
+            .where(
+                JobRow.kind == kind,
+                JobRow.platform == platform,
+                JobRow.chat_id == chat_id,
+                JobRow.origin_message_id == origin_message_id,
+            )
+            .order_by(JobRow.id.desc())
+            .limit(1)
+        )
+        found = await _JOBS.all(self._db, query)
+        return found[0] if found else None
+
     async def listing(
         self, platform: str, chat_id: str, *, requester_id: str | None = None, limit: int = 20
     ) -> list[Job]:

@@ -11,6 +11,7 @@ requester's usage, the plain out-of-steps wording, and the `[jobs] spawn_allow` 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from bot.wiring.app import Seams
+from core.background.desk import TaskDesk, TaskRequest, TaskRules
 from core.tools.search import SearchResult
 from memory.store import SqlStorage
 from memory.usage import UsageScope
@@ -256,3 +258,18 @@ async def test_a_scheduled_turn_may_spawn_with_its_owners_permission(
         (job,) = await storage.jobs.recent()
     assert job.requester_id == admin_id and job.chat_id == "-5" and job.chat_type == "group"
     assert job.origin_message_id is None  # the outcome mentions the owner instead
+
+
+async def test_a_turn_run_again_finds_its_task_instead_of_starting_a_second(
+    storage: SqlStorage,
+) -> None:
+    """Recovery runs a turn again when its process died before its answer was stored: the
+    model spawns again for the same message, and is given the task its first run started."""
+    desk = TaskDesk(storage.jobs, TaskRules(allow="everyone", admins=frozenset()))
+    asked = TaskRequest("telegram", "2", "private", "2", "Bob", "read", origin_message_id="41")
+    first = await desk.ask(asked)
+    again = await desk.ask(replace(asked, task="read the pages"))
+    other = await desk.ask(replace(asked, origin_message_id="42"))
+    assert first.job_id is not None and again == first
+    assert other.job_id not in (None, first.job_id)
+    assert len(await storage.jobs.recent()) == 2

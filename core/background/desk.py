@@ -2,7 +2,8 @@
 
 Why a desk: the `spawn` tool must meet the same rules whoever writes the call (the
 `[jobs] spawn_allow` rule, checked when the tool is offered and again here when it runs;
-`[jobs] max_per_user` pending per person) and answer the same way ("🔧 working on it
+`[jobs] max_per_user` pending per person; one task per message, so a turn run again
+after a crash does not start a second) and answer the same way ("🔧 working on it
 (#id)" at once, the answer later), so the rules live here once.
 """
 
@@ -76,6 +77,13 @@ class TaskDesk:
             return Spawned("A background task needs a description of what to do.")
         if not self.may_spawn(request.sender_key):
             return Spawned("Background tasks are not available to you here ([jobs] spawn_allow).")
+        if request.origin_message_id:  # one task per message: a turn run again after a
+            # crash (recovery) finds the task its first run started, not a second one
+            known = await self._jobs.asked_by(
+                KIND, request.platform, request.chat_id, request.origin_message_id
+            )
+            if known is not None:
+                return Spawned(working_line(known.id), known.id)
         draft = JobDraft(
             KIND,
             request.platform,
