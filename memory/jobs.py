@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, insert, or_, select, update
+from sqlalchemy import Connection, and_, func, insert, or_, select, true, update
 
 from memory.job_types import FINISHED, Job, JobDraft, JobRefused
 from memory.migrate import Database
@@ -144,12 +144,20 @@ class JobStore:
         return await _JOBS.all(self._db, query)
 
     async def claim(
-        self, worker: str, now: datetime, lease_s: float, kinds: Sequence[str]
+        self,
+        worker: str,
+        now: datetime,
+        lease_s: float,
+        kinds: Sequence[str],
+        skip: Sequence[int] = (),
     ) -> Job | None:
         """The oldest job of `kinds` that is queued, or whose runner's lease ran out, now
-        running under `worker`'s lease; None when there is none (or another won it)."""
+        running under `worker`'s lease; None when there is none (or another won it).
+        `skip`: the jobs this worker runs now (its own lease may have run out in a stall:
+        it must not start a second handler for one of them)."""
         claimable = and_(
             JobRow.kind.in_(tuple(kinds)),
+            JobRow.id.not_in(tuple(skip)) if skip else true(),
             or_(
                 JobRow.state == "queued",
                 and_(JobRow.state == "running", JobRow.lease_until < now),

@@ -214,3 +214,35 @@ async def test_pending_jobs_per_person_are_bounded(storage: SqlStorage) -> None:
     listed = await storage.jobs.listing("telegram", "-100", requester_id="7")
     assert len(listed) == 2 and all(j.state == "queued" for j in listed)
     assert utc_now() - listed[0].created_at < timedelta(minutes=5)
+
+
+async def test_a_runner_whose_own_lease_lapsed_in_a_stall_does_not_run_the_job_twice(
+    storage: SqlStorage,
+) -> None:
+    """A stall longer than the lease (a busy database, a starved loop) lets this runner's
+    own job look abandoned: its next pass must not claim it and start a second handler
+    (two handlers, and the first one's answer sent twice)."""
+    release = asyncio.Event()
+    runs: list[int] = []
+
+    async def waits(job: Job, ctx: JobContext) -> JobOutcome:
+        runs.append(job.attempts)
+        await release.wait()
+        return JobOutcome("finished")
+
+    chat = Chat()
+    job = await storage.jobs.add(draft("waits"))
+    one = runner(storage, chat, "a", waits=waits)
+    assert await one.tick() == 1
+    await until(lambda: _true(bool(runs)))
+    lapsed = utc_now() - timedelta(seconds=30)
+    assert await storage.jobs.renew(job, "a", lapsed, 0)  # its lease ran out in a stall
+    assert await one.tick() == 0  # ...but it is still running here
+    release.set()
+    await one.idle()
+    await one.tick()
+    assert runs == [1] and [m.text for m in chat.sent] == ["finished"]
+
+
+async def _true(value: bool) -> bool:
+    return value

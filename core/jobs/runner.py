@@ -159,7 +159,11 @@ class JobRunner:
         started = 0
         while self._handlers and len(self._running) < self._max_running:
             job = await self._queue.claim(
-                self._worker, self._clock(), self._lease_s, tuple(self._handlers)
+                self._worker,
+                self._clock(),
+                self._lease_s,
+                tuple(self._handlers),
+                skip=tuple(self._running),  # never a second handler for one job
             )
             if job is None:
                 break
@@ -229,7 +233,12 @@ class JobRunner:
     async def _keep_lease(self, job: Job, work: asyncio.Task[JobOutcome]) -> None:
         while not work.done():
             await asyncio.sleep(self._lease_s / 3)
-            if not await self._queue.renew(job, self._worker, self._clock(), self._lease_s):
+            try:
+                mine = await self._queue.renew(job, self._worker, self._clock(), self._lease_s)
+            except Exception:  # the database busy or away: try again at the next third
+                log.warning("jobs: #%d's lease not renewed this time", job.id, exc_info=True)
+                continue
+            if not mine:
                 work.cancel()  # cancelled, or another runner took it over
                 return
 
