@@ -246,3 +246,55 @@ async def test_a_runner_whose_own_lease_lapsed_in_a_stall_does_not_run_the_job_t
 
 async def _true(value: bool) -> bool:
     return value
+
+
+class SlowReads:
+    """The job store, with `undelivered` rows held back after they are read until `gate`
+    opens: the read that races a job's own delivery."""
+
+    def __init__(self, storage: SqlStorage) -> None:
+        self._jobs = storage.jobs
+        self.gate = asyncio.Event()
+        self.read = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._jobs, name)
+
+    async def undelivered(self, limit: int = 20) -> list[Job]:
+        rows = await self._jobs.undelivered(limit)
+        if rows:
+            self.read.set()
+            await self.gate.wait()
+        return rows
+
+
+async def test_an_outcome_its_own_run_sent_during_the_stored_pass_read_is_not_sent_again(
+    storage: SqlStorage,
+) -> None:
+    """A pass reads the stored, unsent outcomes while a job's own run is sending its
+    outcome; the run marks it sent and ends before the rows arrive: the pass must not send
+    it a second time (seen in bench/jobs_kill_bench.py)."""
+    queue = SlowReads(storage)
+    sending, go = asyncio.Event(), asyncio.Event()
+    sent: list[str] = []
+
+    async def send(message: OutboundMessage) -> Sent:
+        sending.set()
+        await go.wait()
+        sent.append(message.text)
+        return Sent()
+
+    async def quick(job: Job, ctx: JobContext) -> JobOutcome:
+        return JobOutcome("the answer")
+
+    await storage.jobs.add(draft("quick"))
+    one = JobRunner(queue, {"quick": quick}, send, worker="a", lease_s=LEASE_S)  # type: ignore[arg-type]
+    assert await one.tick() == 1
+    await sending.wait()  # finished and stored; its run is sending it
+    second = asyncio.create_task(one.tick())
+    await queue.read.wait()  # the pass has read it as stored and unsent
+    go.set()
+    await one.idle()  # sent and marked by its own run, which has ended
+    queue.gate.set()
+    await second
+    assert sent == ["the answer"]

@@ -268,8 +268,11 @@ class JobRunner:
                 )
 
     async def _deliver_stored(self) -> None:
+        # A job running here when the read begins is its own run's to send: it may be
+        # sent and marked, and gone from `_running`, by the time the (older) rows arrive.
+        busy = set(self._running)
         for job in await self._queue.undelivered():
-            if job.id not in self._running and job.outcome is not None:
+            if job.id not in busy and job.id not in self._running and job.outcome is not None:
                 await self._deliver(job, job.outcome, stored_image(job.result), job.result)
 
     async def _deliver(
