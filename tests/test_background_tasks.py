@@ -117,6 +117,7 @@ async def test_a_task_out_of_steps_says_so_plainly(storage: SqlStorage, tmp_path
     async with build_rig(
         storage, tmp_path, reply=shopping(99), search=search, jobs={"max_steps": 3}
     ) as rig:
+        rig.channel.pushes = True  # a chat a later answer can reach
         await rig.reply(msg("compare the shops", sender="2", chat="2", name="Bob"))
         runner = rig.app.jobs
         assert runner is not None
@@ -136,6 +137,7 @@ async def test_a_task_that_never_answers_says_it_ran_out_of_steps_not_done(
     storage: SqlStorage, tmp_path: Path
 ) -> None:
     async with build_rig(storage, tmp_path, search=ShopSearch(), jobs={"max_steps": 2}) as rig:
+        rig.channel.pushes = True  # a chat a later answer can reach
         rig.fake.set_default("[Search: shop A]")  # markers even when told to answer
         rig.fake.reply("[Spawn: compare the shops]")
         rig.fake.reply("🔧 working on it.")
@@ -158,6 +160,7 @@ async def test_a_task_over_its_token_budget_stops_and_names_the_key(
     async with build_rig(
         storage, tmp_path, reply=shopping(99), search=search, jobs={"max_tokens": 1000}
     ) as rig:
+        rig.channel.pushes = True  # a chat a later answer can reach
         rig.fake.set_default(_costly(shopping(99)))
         await rig.reply(msg("compare the shops", sender="2", chat="2", name="Bob"))
         runner = rig.app.jobs
@@ -183,6 +186,7 @@ async def test_spawn_is_not_offered_to_a_member_and_a_forced_call_is_not_run(
     storage: SqlStorage, tmp_path: Path
 ) -> None:
     async with build_rig(storage, tmp_path, jobs={"spawn_allow": "admins"}) as rig:
+        rig.channel.pushes = True  # a chat a later answer can reach
         admin_id = ADMIN.split(":", 1)[1]
         await rig.reply(msg("hello", sender=admin_id, chat=admin_id, name="Op"))
         assert "[Spawn:" in "\n".join(texts(rig.fake.requests[-1].json))
@@ -201,6 +205,7 @@ async def test_native_mode_offers_spawn_by_rule_and_not_inside_a_task(
     async with build_rig(
         storage, tmp_path, tools={"mode": "native"}, jobs={"spawn_allow": "admins"}
     ) as rig:
+        rig.channel.pushes = True  # a chat a later answer can reach
         admin_id = ADMIN.split(":", 1)[1]
         rig.fake.reply_tool_calls([{"name": "spawn", "arguments": {"task": "sum 2 and 2"}}])
         rig.fake.reply("🔧 working on it.")
@@ -230,6 +235,7 @@ async def test_pending_tasks_per_person_are_refused_naming_the_key(
     storage: SqlStorage, tmp_path: Path
 ) -> None:
     async with build_rig(storage, tmp_path, jobs={"max_per_user": 1}) as rig:
+        rig.channel.pushes = True  # a chat a later answer can reach
         for _ in range(2):
             rig.fake.reply("[Spawn: a long task]")
             rig.fake.reply("ok")
@@ -247,6 +253,7 @@ async def test_a_scheduled_turn_may_spawn_with_its_owners_permission(
     answer mentions them instead of quoting the scheduled turn's own (non-platform) id."""
     admin_id = ADMIN.split(":", 1)[1]
     async with build_rig(storage, tmp_path, jobs={"spawn_allow": "admins"}) as rig:
+        rig.channel.pushes = True  # a chat a later answer can reach
         rig.fake.reply("[Spawn: summarise the new issues]")
         rig.fake.reply("🔧 working on it.")
         owner = msg("daily digest", sender=admin_id, chat="-5", group=True, mid="schedule:3:1")
@@ -273,3 +280,17 @@ async def test_a_turn_run_again_finds_its_task_instead_of_starting_a_second(
     assert first.job_id is not None and again == first
     assert other.job_id not in (None, first.job_id)
     assert len(await storage.jobs.recent()) == 2
+
+
+async def test_a_chat_no_later_answer_can_reach_is_told_to_do_the_task_now(
+    storage: SqlStorage, tmp_path: Path
+) -> None:
+    """The rig's channel answers only waiting requests (as HTTP without push_url does): a
+    task's answer could never arrive there, so spawn stores nothing and says why."""
+    async with build_rig(storage, tmp_path) as rig:
+        rig.fake.reply("[Spawn: read three pages]")
+        rig.fake.reply("Here it is, done now.")
+        await rig.reply(msg("read them", sender="2", chat="2", name="Bob"))
+        told = texts(rig.fake.requests[-1].json)[-1]
+        jobs = await storage.jobs.recent()
+    assert "do the task now, in this turn, instead" in told and jobs == []

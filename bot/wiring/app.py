@@ -219,7 +219,7 @@ class App:
         self._drawing = build_drawing(
             settings, self.storage.jobs, self._stack, self._clock, self._seams.links_resolver
         )
-        self._tasks = build_tasks(settings, self.storage.jobs)  # spawn: background tasks
+        self._tasks = build_tasks(settings, self.storage.jobs, self.routes)  # spawn
         tool_loop = self._tool_loop(llm, meter, mcp)
         self.processor = MessageProcessor(
             store=self.storage,

@@ -16,6 +16,7 @@ from core.background.desk import KIND, TaskDesk, TaskRules
 from core.background.tool import spawn_tool
 from core.jobs.runner import JobRunner
 from core.tools.registry import ToolRegistry
+from core.turn.delivery import ChannelRoutes
 from memory.jobs import JobStore
 from memory.types import MemoryStore
 
@@ -34,8 +35,14 @@ class Tasks:
         runner.register(KIND, task_handler(loop, memory, self.limits))
 
 
-def build_tasks(settings: Settings, jobs: JobStore) -> Tasks:
+def build_tasks(settings: Settings, jobs: JobStore, routes: ChannelRoutes) -> Tasks:
+    """The parts; a task is refused in chats its answer could not reach later (a running
+    channel that takes no proactive messages: HTTP without a push target)."""
     config = settings.jobs
+
+    def reachable(platform: str) -> bool:
+        return not routes.can_send(platform) or routes.takes_proactive(platform)
+
     rules = TaskRules(
         allow=config.spawn_allow,
         admins=frozenset(settings.bot.admins),
@@ -44,4 +51,4 @@ def build_tasks(settings: Settings, jobs: JobStore) -> Tasks:
     limits = TaskLimits(
         max_steps=config.max_steps, max_tokens=config.max_tokens, bot_name=settings.bot.name
     )
-    return Tasks(TaskDesk(jobs, rules), limits)
+    return Tasks(TaskDesk(jobs, rules, reachable), limits)

@@ -9,6 +9,7 @@ after a crash does not start a second) and answer the same way ("🔧 working on
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -60,10 +61,21 @@ def working_line(job_id: int) -> str:
     return f"🔧 working on it (#{job_id})"
 
 
+def anywhere(platform: str) -> bool:
+    return True
+
+
 class TaskDesk:
-    def __init__(self, jobs: TaskJobs, rules: TaskRules) -> None:
+    """`reachable(platform)`: a message nobody waits for can reach that platform's chats
+    (an HTTP chat without `[http] push_url` cannot: its task's answer would never arrive,
+    so the model is told to do the task in the turn instead)."""
+
+    def __init__(
+        self, jobs: TaskJobs, rules: TaskRules, reachable: Callable[[str], bool] = anywhere
+    ) -> None:
         self._jobs = jobs
         self._rules = rules
+        self._reachable = reachable
 
     def may_spawn(self, sender_key: str) -> bool:
         """The `[jobs] spawn_allow` rule for this person ("platform:id")."""
@@ -77,6 +89,11 @@ class TaskDesk:
             return Spawned("A background task needs a description of what to do.")
         if not self.may_spawn(request.sender_key):
             return Spawned("Background tasks are not available to you here ([jobs] spawn_allow).")
+        if not self._reachable(request.platform):
+            return Spawned(
+                "Background tasks cannot answer in this chat later (it takes no messages "
+                "nobody waits for): do the task now, in this turn, instead."
+            )
         if request.origin_message_id:  # one task per message: a turn run again after a
             # crash (recovery) finds the task its first run started, not a second one
             known = await self._jobs.asked_by(
