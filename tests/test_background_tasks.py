@@ -294,3 +294,33 @@ async def test_a_chat_no_later_answer_can_reach_is_told_to_do_the_task_now(
         told = texts(rig.fake.requests[-1].json)[-1]
         jobs = await storage.jobs.recent()
     assert "do the task now, in this turn, instead" in told and jobs == []
+
+
+async def test_a_task_has_its_requesters_tools_only(storage: SqlStorage, tmp_path: Path) -> None:
+    """`draw` is the admins' ([images] allow): a member's task is not offered it, and a
+    call written anyway is not run; an admin's task is offered it."""
+    admin_id = ADMIN.split(":", 1)[1]
+    one_at_a_time = {"max_running": 1}
+    async with build_rig(storage, tmp_path, images={"enabled": True}, jobs=one_at_a_time) as rig:
+        rig.channel.pushes = True  # a chat a later answer can reach
+        for who in ("2", admin_id):
+            rig.fake.reply("[Spawn: draw a cat]")
+            rig.fake.reply("🔧 working on it.")
+            await rig.reply(msg("a cat, later", sender=who, chat=who, name=f"P{who}"))
+        runner = rig.app.jobs
+        assert runner is not None
+        rig.fake.reply("[Draw: a cat]")  # the member's task tries anyway
+        rig.fake.reply("I could not draw it.")
+        await runner.tick()  # the member's task runs first (the older job)...
+        await runner.idle()
+        member_task, member_after = rig.fake.requests[4:6]
+        rig.fake.reply("A cat, described.")
+        await runner.tick()  # ...then the admin's
+        await runner.idle()
+        admin_task = rig.fake.requests[6]
+        jobs = {job.requester_id: job for job in await storage.jobs.recent()}
+    assert "[Draw:" not in texts(member_task.json)[0]
+    assert "not available here" in texts(member_after.json)[-1]
+    assert "[Draw:" in texts(admin_task.json)[0]
+    assert [job.kind for job in jobs.values()] == ["task", "task"]  # no draw job was made
+    assert rig.fake.image_requests == []
