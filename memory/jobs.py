@@ -219,9 +219,12 @@ class JobStore:
         *,
         result: dict[str, Any] | None = None,
         cost_tokens: int = 0,
+        hold_s: float = 0.0,
     ) -> bool:
         """The job's end, stored before anything is sent; False when it was not this
-        worker's any more (cancelled, or taken over)."""
+        worker's any more (cancelled, or taken over). With `hold_s` the worker keeps its
+        claim on sending the outcome that long (`take_delivery`: no other replica sends
+        it meanwhile)."""
         assert state in FINISHED
         now = utcnow()
         return await self._mine(
@@ -231,7 +234,7 @@ class JobStore:
             outcome=outcome,
             result=dict(result or {}),
             cost_tokens=cost_tokens,
-            lease_until=None,
+            lease_until=now + timedelta(seconds=hold_s) if hold_s else None,
             finished_at=now,
             updated_at=now,
         )
@@ -269,6 +272,22 @@ class JobStore:
             .limit(limit)
         )
         return await _JOBS.all(self._db, query)
+
+    async def take_delivery(self, job: Job, worker: str, now: datetime, lease_s: float) -> bool:
+        """Claim sending a finished job's unsent outcome (one process sends it, not every
+        replica): free when nobody holds it, its holder's hold ran out, or it is ours."""
+        where = and_(
+            JobRow.id == job.id,
+            JobRow.state.in_(FINISHED),
+            JobRow.delivered_at.is_(None),
+            or_(
+                JobRow.lease_until.is_(None),
+                JobRow.lease_until < now,
+                JobRow.claimed_by == worker,
+            ),
+        )
+        lease = now + timedelta(seconds=lease_s)
+        return await self._update(where, claimed_by=worker, lease_until=lease)
 
     async def delivered(
         self, job: Job, now: datetime, *, result: dict[str, Any] | None = None

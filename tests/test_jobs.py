@@ -298,3 +298,36 @@ async def test_an_outcome_its_own_run_sent_during_the_stored_pass_read_is_not_se
     queue.gate.set()
     await second
     assert sent == ["the answer"]
+
+
+async def test_two_replicas_send_a_stored_outcome_once(storage: SqlStorage) -> None:
+    """An outcome stored by a process that died before sending it is sent by one replica,
+    not by every replica whose pass finds it; and not by another while its own runner is
+    still sending it."""
+    chat = Chat()
+    dead = await storage.jobs.add(draft())
+    claimed = await storage.jobs.claim("dead", utc_now(), LEASE_S, ("count",))
+    assert claimed is not None and claimed.id == dead.id
+    assert await storage.jobs.finish(claimed, "dead", "done", "from the dead one")
+    a, b = runner(storage, chat, "a"), runner(storage, chat, "b")
+    await asyncio.gather(a.tick(), b.tick())  # each runner passes one at a time
+    assert [m.text for m in chat.sent] == ["from the dead one"]
+
+    sending, go = asyncio.Event(), asyncio.Event()
+
+    async def slow(message: OutboundMessage) -> Sent:
+        sending.set()
+        await go.wait()
+        return await chat.send(message)
+
+    async def quick(job: Job, ctx: JobContext) -> JobOutcome:
+        return JobOutcome("the live one's")
+
+    await storage.jobs.add(draft("quick"))
+    live = JobRunner(storage.jobs, {"quick": quick}, slow, worker="live", lease_s=30)
+    assert await live.tick() == 1
+    await sending.wait()  # stored; its own runner is sending it
+    await runner(storage, chat, "other").tick()
+    go.set()
+    await live.idle()
+    assert [m.text for m in chat.sent] == ["from the dead one", "the live one's"]

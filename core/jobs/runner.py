@@ -227,6 +227,7 @@ class JobRunner:
             outcome.text,
             result=outcome.stored_result(),
             cost_tokens=outcome.cost_tokens,
+            hold_s=self._lease_s,  # no other replica sends it while this one does
         ):
             await self._deliver(job, outcome.text, outcome.image, outcome.result)
 
@@ -252,7 +253,7 @@ class JobRunner:
             return
         log.error("jobs: #%d (%s) failed for good: %s", job.id, job.kind, reason)
         text = f"Sorry, job #{job.id} ({job.kind}) could not be finished: {exc}"[:300]
-        if await self._queue.finish(job, self._worker, "failed", text):
+        if await self._queue.finish(job, self._worker, "failed", text, hold_s=self._lease_s):
             await self._deliver(job, text)
 
     async def _close_spent(self) -> None:
@@ -272,8 +273,11 @@ class JobRunner:
         # sent and marked, and gone from `_running`, by the time the (older) rows arrive.
         busy = set(self._running)
         for job in await self._queue.undelivered():
-            if job.id not in busy and job.id not in self._running and job.outcome is not None:
-                await self._deliver(job, job.outcome, stored_image(job.result), job.result)
+            if job.id in busy or job.id in self._running or job.outcome is None:
+                continue
+            if not await self._queue.take_delivery(job, self._worker, self._clock(), self._lease_s):
+                continue  # another replica is sending it
+            await self._deliver(job, job.outcome, stored_image(job.result), job.result)
 
     async def _deliver(
         self,
