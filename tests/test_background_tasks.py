@@ -19,10 +19,12 @@ from typing import Any
 import pytest
 
 from bot.wiring.app import Seams
+from channels.onebot.channel import OneBotChannel
 from core.background.desk import TaskDesk, TaskRequest, TaskRules
 from core.tools.search import SearchResult
 from memory.store import SqlStorage
 from memory.usage import UsageScope
+from tests.fakes.onebot_impl import FakeOneBot
 from tests.fakes.openai_server import FakeOpenAI, FakeReply, content_text
 from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, user
 from tests.rig import ADMIN, build_rig, daemon, msg, settings_for, telegram_section
@@ -324,3 +326,36 @@ async def test_a_task_has_its_requesters_tools_only(storage: SqlStorage, tmp_pat
     assert "[Draw:" in texts(admin_task.json)[0]
     assert [job.kind for job in jobs.values()] == ["task", "task"]  # no draw job was made
     assert rig.fake.image_requests == []
+
+
+async def test_qq_group_task_answer_is_a_reply_to_the_message_that_asked(
+    tmp_path: Path, database_url: str
+) -> None:
+    impl = FakeOneBot(self_id=10001)
+    onebot = {"enabled": True, "host": "127.0.0.1", "port": 0}
+    async with FakeOpenAI(reply=shopping(1), model="chat-model") as model:
+        settings = settings_for(
+            tmp_path, database_url, model, onebot=onebot, tools={"search": True}
+        )
+        try:
+            async with daemon(settings, Seams(search=ShopSearch())) as app:
+                (channel,) = app.channels
+                assert isinstance(channel, OneBotChannel)
+                url = f"ws://127.0.0.1:{channel.listen_port}/onebot/v11/ws"
+                link = await impl.connect_reverse(url)
+                await link.next_action("get_login_info")
+                words = [
+                    {"type": "at", "data": {"qq": "10001"}},
+                    {"type": "text", "data": {"text": " which shop is cheaper?"}},
+                ]
+                await link.send_event(impl.group_message(words, user_id=20002, message_id=777))
+                ack, answer = await impl.wait_sent(2, limit_s=20)
+        finally:
+            await impl.close()
+    said = [seg["data"].get("text", "") for seg in ack["params"]["message"]]
+    assert "🔧 working on it." in "".join(said)
+    segments = answer["params"]["message"]
+    assert segments[0] == {"type": "reply", "data": {"id": "777"}}
+    assert "".join(s["data"].get("text", "") for s in segments[1:]).endswith(
+        "Shop A is cheaper: 3 € against 4 €."
+    )
