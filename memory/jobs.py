@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, insert, or_, select, update
+from sqlalchemy import Connection, and_, func, insert, or_, select, true, update
 
 from memory.job_types import FINISHED, Job, JobDraft, JobRefused
 from memory.migrate import Database
@@ -77,6 +77,25 @@ class JobStore:
     async def get(self, job_id: int) -> Job | None:
         return await _JOBS.by_id(self._db, job_id)
 
+    async def asked_by(
+        self, kind: str, platform: str, chat_id: str, origin_message_id: str
+    ) -> Job | None:
+        """The job of `kind` a message already asked for (the newest), if any: a turn run
+        again after a crash finds the job its first run stored instead of adding another."""
+        query = (
+            _JOBS.select()
+            .where(
+                JobRow.kind == kind,
+                JobRow.platform == platform,
+                JobRow.chat_id == chat_id,
+                JobRow.origin_message_id == origin_message_id,
+            )
+            .order_by(JobRow.id.desc())
+            .limit(1)
+        )
+        found = await _JOBS.all(self._db, query)
+        return found[0] if found else None
+
     async def listing(
         self, platform: str, chat_id: str, *, requester_id: str | None = None, limit: int = 20
     ) -> list[Job]:
@@ -120,12 +139,20 @@ class JobStore:
         return await _JOBS.all(self._db, query)
 
     async def claim(
-        self, worker: str, now: datetime, lease_s: float, kinds: Sequence[str]
+        self,
+        worker: str,
+        now: datetime,
+        lease_s: float,
+        kinds: Sequence[str],
+        skip: Sequence[int] = (),
     ) -> Job | None:
         """The oldest job of `kinds` that is queued, or whose runner's lease ran out, now
-        running under `worker`'s lease; None when there is none (or another won it)."""
+        running under `worker`'s lease; None when there is none (or another won it).
+        `skip`: the jobs this worker runs now (its own lease may have run out in a stall:
+        it must not start a second handler for one of them)."""
         claimable = and_(
             JobRow.kind.in_(tuple(kinds)),
+            JobRow.id.not_in(tuple(skip)) if skip else true(),
             or_(
                 JobRow.state == "queued",
                 and_(JobRow.state == "running", JobRow.lease_until < now),
@@ -187,9 +214,12 @@ class JobStore:
         *,
         result: dict[str, Any] | None = None,
         cost_tokens: int = 0,
+        hold_s: float = 0.0,
     ) -> bool:
         """The job's end, stored before anything is sent; False when it was not this
-        worker's any more (cancelled, or taken over)."""
+        worker's any more (cancelled, or taken over). With `hold_s` the worker keeps its
+        claim on sending the outcome that long (`take_delivery`: no other replica sends
+        it meanwhile)."""
         assert state in FINISHED
         now = utcnow()
         return await self._mine(
@@ -199,7 +229,7 @@ class JobStore:
             outcome=outcome,
             result=dict(result or {}),
             cost_tokens=cost_tokens,
-            lease_until=None,
+            lease_until=now + timedelta(seconds=hold_s) if hold_s else None,
             finished_at=now,
             updated_at=now,
         )
@@ -237,6 +267,22 @@ class JobStore:
             .limit(limit)
         )
         return await _JOBS.all(self._db, query)
+
+    async def take_delivery(self, job: Job, worker: str, now: datetime, lease_s: float) -> bool:
+        """Claim sending a finished job's unsent outcome (one process sends it, not every
+        replica): free when nobody holds it, its holder's hold ran out, or it is ours."""
+        where = and_(
+            JobRow.id == job.id,
+            JobRow.state.in_(FINISHED),
+            JobRow.delivered_at.is_(None),
+            or_(
+                JobRow.lease_until.is_(None),
+                JobRow.lease_until < now,
+                JobRow.claimed_by == worker,
+            ),
+        )
+        lease = now + timedelta(seconds=lease_s)
+        return await self._update(where, claimed_by=worker, lease_until=lease)
 
     async def delivered(
         self, job: Job, now: datetime, *, result: dict[str, Any] | None = None

@@ -214,3 +214,120 @@ async def test_pending_jobs_per_person_are_bounded(storage: SqlStorage) -> None:
     listed = await storage.jobs.listing("telegram", "-100", requester_id="7")
     assert len(listed) == 2 and all(j.state == "queued" for j in listed)
     assert utc_now() - listed[0].created_at < timedelta(minutes=5)
+
+
+async def test_a_runner_whose_own_lease_lapsed_in_a_stall_does_not_run_the_job_twice(
+    storage: SqlStorage,
+) -> None:
+    """A stall longer than the lease (a busy database, a starved loop) lets this runner's
+    own job look abandoned: its next pass must not claim it and start a second handler
+    (two handlers, and the first one's answer sent twice)."""
+    release = asyncio.Event()
+    runs: list[int] = []
+
+    async def waits(job: Job, ctx: JobContext) -> JobOutcome:
+        runs.append(job.attempts)
+        await release.wait()
+        return JobOutcome("finished")
+
+    chat = Chat()
+    job = await storage.jobs.add(draft("waits"))
+    one = runner(storage, chat, "a", waits=waits)
+    assert await one.tick() == 1
+    await until(lambda: _true(bool(runs)))
+    lapsed = utc_now() - timedelta(seconds=30)
+    assert await storage.jobs.renew(job, "a", lapsed, 0)  # its lease ran out in a stall
+    assert await one.tick() == 0  # ...but it is still running here
+    release.set()
+    await one.idle()
+    await one.tick()
+    assert runs == [1] and [m.text for m in chat.sent] == ["finished"]
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+class SlowReads:
+    """The job store, with `undelivered` rows held back after they are read until `gate`
+    opens: the read that races a job's own delivery."""
+
+    def __init__(self, storage: SqlStorage) -> None:
+        self._jobs = storage.jobs
+        self.gate = asyncio.Event()
+        self.read = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._jobs, name)
+
+    async def undelivered(self, limit: int = 20) -> list[Job]:
+        rows = await self._jobs.undelivered(limit)
+        if rows:
+            self.read.set()
+            await self.gate.wait()
+        return rows
+
+
+async def test_an_outcome_its_own_run_sent_during_the_stored_pass_read_is_not_sent_again(
+    storage: SqlStorage,
+) -> None:
+    """A pass reads the stored, unsent outcomes while a job's own run is sending its
+    outcome; the run marks it sent and ends before the rows arrive: the pass must not send
+    it a second time (seen in bench/jobs_kill_bench.py)."""
+    queue = SlowReads(storage)
+    sending, go = asyncio.Event(), asyncio.Event()
+    sent: list[str] = []
+
+    async def send(message: OutboundMessage) -> Sent:
+        sending.set()
+        await go.wait()
+        sent.append(message.text)
+        return Sent()
+
+    async def quick(job: Job, ctx: JobContext) -> JobOutcome:
+        return JobOutcome("the answer")
+
+    await storage.jobs.add(draft("quick"))
+    one = JobRunner(queue, {"quick": quick}, send, worker="a", lease_s=LEASE_S)  # type: ignore[arg-type]
+    assert await one.tick() == 1
+    await sending.wait()  # finished and stored; its run is sending it
+    second = asyncio.create_task(one.tick())
+    await queue.read.wait()  # the pass has read it as stored and unsent
+    go.set()
+    await one.idle()  # sent and marked by its own run, which has ended
+    queue.gate.set()
+    await second
+    assert sent == ["the answer"]
+
+
+async def test_two_replicas_send_a_stored_outcome_once(storage: SqlStorage) -> None:
+    """An outcome stored by a process that died before sending it is sent by one replica,
+    not by every replica whose pass finds it; and not by another while its own runner is
+    still sending it."""
+    chat = Chat()
+    dead = await storage.jobs.add(draft())
+    claimed = await storage.jobs.claim("dead", utc_now(), LEASE_S, ("count",))
+    assert claimed is not None and claimed.id == dead.id
+    assert await storage.jobs.finish(claimed, "dead", "done", "from the dead one")
+    a, b = runner(storage, chat, "a"), runner(storage, chat, "b")
+    await asyncio.gather(a.tick(), b.tick())  # each runner passes one at a time
+    assert [m.text for m in chat.sent] == ["from the dead one"]
+
+    sending, go = asyncio.Event(), asyncio.Event()
+
+    async def slow(message: OutboundMessage) -> Sent:
+        sending.set()
+        await go.wait()
+        return await chat.send(message)
+
+    async def quick(job: Job, ctx: JobContext) -> JobOutcome:
+        return JobOutcome("the live one's")
+
+    await storage.jobs.add(draft("quick"))
+    live = JobRunner(storage.jobs, {"quick": quick}, slow, worker="live", lease_s=30)
+    assert await live.tick() == 1
+    await sending.wait()  # stored; its own runner is sending it
+    await runner(storage, chat, "other").tick()
+    go.set()
+    await live.idle()
+    assert [m.text for m in chat.sent] == ["from the dead one", "the live one's"]

@@ -24,10 +24,12 @@ from bot.config import Settings
 from bot.console import RecentErrors
 from bot.dispatcher import Dispatcher
 from bot.errors import channel_start_failure
+from bot.wiring.background import build_tasks
 from bot.wiring.chime import build_chime
 from bot.wiring.images import Drawing, build_drawing
 from bot.wiring.jobs import build_job_runner
 from bot.wiring.knowledge import DaemonKnowledge, build_knowledge, knowledge_desk
+from bot.wiring.mcp_tools import start_mcp_tools
 from bot.wiring.models import (
     chat_model,
     check_model_reachable,
@@ -43,7 +45,7 @@ from channels.base import Channel, ChannelHealth
 from core.clock import WallClock, utc_now
 from core.context import ContextBuilder
 from core.context.tail import turn_material
-from core.context.tokens import TokenCounter, get_counter
+from core.context.tokens import get_counter
 from core.jobs.runner import JobRunner
 from core.llm import FallbackProvider, LLMProvider
 from core.media.vision import VisionReader
@@ -220,10 +222,12 @@ class App:
             turn_material=turn_material(settings),
             clock=self._clock,  # the trusted time block too (a test's clock crosses minutes)
         )
-        mcp = await self._mcp_tools(counter)
+        assert self.storage is not None
+        mcp = self.mcp = await start_mcp_tools(settings, self.storage, counter, self._stack)
         self._drawing = build_drawing(
             settings, self.storage.jobs, self._stack, self._clock, self._seams.links_resolver
         )
+        self._tasks = build_tasks(settings, self.storage.jobs, self.routes)  # spawn
         tool_loop = self._tool_loop(llm, meter, mcp)
         self.processor = MessageProcessor(
             store=self.storage,
@@ -272,6 +276,7 @@ class App:
             self._drawing.attach(self.jobs, commands, meter)
         if self.knowledge is not None:  # /kb; adds are "kb_add" jobs on the runner
             self.knowledge.attach(commands, self.jobs, self.storage, self._shared.sandbox, settings)
+        self._tasks.attach(self.jobs, tool_loop, self.storage)  # the "task" job kind
         if self.reminders is not None:
             add_commands(commands, self.reminders, admins)
             self.scheduler = build_scheduler(
@@ -385,25 +390,6 @@ class App:
         # The words an image shows pass the same marker defuser as every tool result.
         return vision_reader(self.settings, provider, meter, tools.defuse_markers)
 
-    async def _mcp_tools(self, counter: TokenCounter) -> Any:
-        """The MCP servers' tools, started now; None (and no SDK import) without servers."""
-        if not self.settings.mcp.servers:
-            return None
-        from core.tools.mcp.record import SqlCallRecorder
-        from core.tools.mcp.tools import McpTools
-
-        assert self.storage is not None
-        tools = McpTools(
-            self.settings.mcp,
-            frozenset(self.settings.bot.admins),
-            count=counter.count,
-            recorder=SqlCallRecorder(self.storage.tool_calls),
-        )
-        self._stack.push_async_callback(tools.close)  # every server process ends with us
-        await tools.start()
-        self.mcp = tools
-        return tools
-
     def _tool_loop(self, llm: LLMProvider, meter: UsageMeter, mcp: Any = None) -> ToolLoop:
         tools = self.settings.tools
         search = self._seams.search
@@ -419,6 +405,7 @@ class App:
             self._drawing.add_tool(registry)  # offered only to those [images] allow
         if self.knowledge is not None:
             self.knowledge.add_tool(registry)  # searches the sender's chat and global
+        self._tasks.add_tool(registry)  # offered only to those [jobs] spawn_allow
         return ToolLoop(
             registry,
             llm,

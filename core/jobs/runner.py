@@ -160,7 +160,11 @@ class JobRunner:
         started = 0
         while self._handlers and len(self._running) < self._max_running:
             job = await self._queue.claim(
-                self._worker, self._clock(), self._lease_s, tuple(self._handlers)
+                self._worker,
+                self._clock(),
+                self._lease_s,
+                tuple(self._handlers),
+                skip=tuple(self._running),  # never a second handler for one job
             )
             if job is None:
                 break
@@ -224,13 +228,19 @@ class JobRunner:
             outcome.text,
             result=outcome.stored_result(),
             cost_tokens=outcome.cost_tokens,
+            hold_s=self._lease_s,  # no other replica sends it while this one does
         ):
             await self._deliver(job, outcome.text, outcome.image, outcome.result)
 
     async def _keep_lease(self, job: Job, work: asyncio.Task[JobOutcome]) -> None:
         while not work.done():
             await asyncio.sleep(self._lease_s / 3)
-            if not await self._queue.renew(job, self._worker, self._clock(), self._lease_s):
+            try:
+                mine = await self._queue.renew(job, self._worker, self._clock(), self._lease_s)
+            except Exception:  # the database busy or away: try again at the next third
+                log.warning("jobs: #%d's lease not renewed this time", job.id, exc_info=True)
+                continue
+            if not mine:
                 work.cancel()  # cancelled, or another runner took it over
                 return
 
@@ -244,7 +254,7 @@ class JobRunner:
             return
         log.error("jobs: #%d (%s) failed for good: %s", job.id, job.kind, reason)
         text = f"Sorry, job #{job.id} ({job.kind}) could not be finished: {exc}"[:300]
-        if await self._queue.finish(job, self._worker, "failed", text):
+        if await self._queue.finish(job, self._worker, "failed", text, hold_s=self._lease_s):
             await self._deliver(job, text)
 
     async def _close_spent(self) -> None:
@@ -260,9 +270,15 @@ class JobRunner:
                 )
 
     async def _deliver_stored(self) -> None:
+        # A job running here when the read begins is its own run's to send: it may be
+        # sent and marked, and gone from `_running`, by the time the (older) rows arrive.
+        busy = set(self._running)
         for job in await self._queue.undelivered():
-            if job.id not in self._running and job.outcome is not None:
-                await self._deliver(job, job.outcome, stored_image(job.result), job.result)
+            if job.id in busy or job.id in self._running or job.outcome is None:
+                continue
+            if not await self._queue.take_delivery(job, self._worker, self._clock(), self._lease_s):
+                continue  # another replica is sending it
+            await self._deliver(job, job.outcome, stored_image(job.result), job.result)
 
     async def _deliver(
         self,

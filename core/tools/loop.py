@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from core.context.escaping import escape_attr
 from core.context.history_views import turn_message
@@ -35,9 +36,6 @@ from core.tools.registry import (
 from core.tools.source import ToolSource
 from core.usage.meter import ModelCall, UsageMeter, UsageSubject
 from memory.types import Role, TurnKind
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 
@@ -89,10 +87,23 @@ class LoopResult:
     model: str = ""
     finish_reason: str | None = None
     gave_up: bool = False  # the reply is the fallback, not the model's words
+    out_of_rounds: bool = False  # every round was used: the reply was asked for without tools
 
     def drafts(self) -> list[TurnDraft]:
         """Every turn to store after the user's: the tool turns, then the reply."""
         return [*self.turns, TurnDraft("assistant", "message", self.reply)]
+
+
+@dataclass(frozen=True)
+class RoundHooks:
+    """A caller's say in a run (a background task, core/tasks/): `rounds` overrides the
+    loop's max_rounds, `after_round` is awaited with each round's turns and the usage so
+    far (a checkpoint), and `enough` ends the rounds early when it returns True (a budget).
+    """
+
+    rounds: int | None = None
+    after_round: Callable[[list[TurnDraft], Usage], Awaitable[None]] | None = None
+    enough: Callable[[Usage], bool] | None = None
 
 
 @dataclass
@@ -171,13 +182,14 @@ class ToolLoop:
         messages: list[dict[str, Any]],
         ctx: ToolContext,
         preview: PreviewSink | None = None,
+        hooks: RoundHooks | None = None,
     ) -> LoopResult:
         """Answer `messages`; with `preview`, every model call streams and the preview is
         given the visible text as it grows (never a marker), and a status line while a
         tool runs. Each answered call is metered, also when a later one fails."""
         calls: list[ModelCall] = []
         try:
-            return await self._run(messages, ctx, preview, calls)
+            return await self._run(messages, ctx, preview, calls, hooks or RoundHooks())
         finally:
             if self._meter is not None:
                 who = UsageSubject(ctx.platform, ctx.chat_id, ctx.user_id)
@@ -189,8 +201,10 @@ class ToolLoop:
         ctx: ToolContext,
         preview: PreviewSink | None,
         calls: list[ModelCall],
+        hooks: RoundHooks,
     ) -> LoopResult:
         convo = list(messages)
+        cap = self._max_rounds if hooks.rounds is None else max(0, hooks.rounds)
         produced: list[TurnDraft] = []
         seen: dict[tuple[str, str], Observation] = {}
         usage = Usage()
@@ -211,18 +225,22 @@ class ToolLoop:
             result = await self._ask(convo, tools, preview, status)
             usage = usage.add(result)
             calls.append(ModelCall(result, list(convo)))
-            pending = self._requests(result) if rounds < self._max_rounds else []
+            pending = self._requests(result) if rounds < cap else []
             if not pending:
-                return self._finish(result, produced, usage, rounds)
+                return self._finish(result, produced, usage, rounds, out=rounds >= cap > 0)
             rounds += 1
             if preview is not None:
                 status = self._registry.status_line(p.call for p in pending if p.error is None)
                 if status:
                     await preview(status)
             observations = await self._execute(pending, ctx, seen)
-            last = rounds >= self._max_rounds
+            if rounds < cap and hooks.enough is not None and hooks.enough(usage):
+                cap = rounds  # the caller's budget is spent: this round is the last
+            last = rounds >= cap
             turns = self._round_turns(result, pending, observations, last=last)
             produced.extend(turns)
+            if hooks.after_round is not None:
+                await hooks.after_round(turns, usage)
             convo.extend(turn_message(turn.role, turn.content, turn.meta) for turn in turns)
 
     async def _ask(
@@ -248,7 +266,13 @@ class ToolLoop:
         )
 
     def _finish(
-        self, result: ChatResult, produced: list[TurnDraft], usage: Usage, rounds: int
+        self,
+        result: ChatResult,
+        produced: list[TurnDraft],
+        usage: Usage,
+        rounds: int,
+        *,
+        out: bool = False,
     ) -> LoopResult:
         reply = self._registry.strip_markers(result.text or "")
         gave_up = not reply
@@ -262,6 +286,7 @@ class ToolLoop:
             model=result.model,
             finish_reason=result.finish_reason,
             gave_up=gave_up,
+            out_of_rounds=out,
         )
 
     # -- finding requests -------------------------------------------------------------
