@@ -15,8 +15,10 @@ from typing import Any
 import aiohttp
 import pytest
 from alembic import command
+from sqlalchemy import insert
 
 from memory.migrate import Database, alembic_config, parse_url
+from memory.models import ChatSettingsRow
 from memory.store import SqlStorage, open_storage
 from memory.types import NewTurn
 from tests.console_support import Running, console_settings, running
@@ -133,12 +135,17 @@ async def test_http_groups_stored_before_the_split_keep_their_history(database_u
     config = alembic_config()
     config.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
     await asyncio.to_thread(command.upgrade, config, "0009")
-    old = SqlStorage(Database(parse_url(database_url)))
+    db = Database(parse_url(database_url))
+    old = SqlStorage(db)
     try:
         for platform, chat, kind in [("http", "team", "group"), ("http", "ann", "private"),
                                      ("qq", "group:5", "group")]:  # fmt: skip
             await old.add_turn(NewTurn(platform, chat, kind, "user", "message", "hi", 1, "ann"))
-        await old.chat_settings.update("http", "team", by="test", persona="pirate")
+        # Written as the 0009 schema holds it: today's store would also name later columns.
+        row = insert(ChatSettingsRow.__table__).values(
+            platform="http", chat_id="team", persona="pirate", updated_by="test"
+        )
+        await db.write(lambda conn: conn.execute(row))
     finally:
         await old.close()
     await asyncio.to_thread(command.upgrade, config, "head")
