@@ -26,7 +26,7 @@ def request_of(prompt: str, ctx: ToolContext) -> DrawRequest:
         name=ctx.display_name,
         prompt=prompt,
         thread_id=message.thread_id if message is not None else None,
-        origin_message_id=message.message_id if message is not None else None,
+        message_id=message.message_id if message is not None else None,
     )
 
 
