@@ -9,7 +9,7 @@ the DOCX reader must survive, within the same CPU, memory and time limits.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from core.knowledge.chunking import Page, text_pages
 from core.media.sandbox import ParseFailed, ParseSandbox
@@ -89,7 +89,7 @@ async def pdf_pages(sandbox: ParseSandbox, data: bytes, max_reply: int) -> list[
 
 
 async def document_text(
-    sandbox: ParseSandbox, data: bytes, args: dict[str, object], max_reply: int
+    sandbox: ParseSandbox, data: bytes, args: dict[str, Any], max_reply: int
 ) -> str | None:
     """A document's text through the sandbox's "document" job, or None on an odd reply."""
     doc = await sandbox.run("document", args, data, max_reply=max_reply, timeout_s=PARSE_TIMEOUT_S)

@@ -8,6 +8,8 @@ keeps its page numbers so an answer can cite `handbook.pdf · p. 12`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from core.knowledge.chunking import Page
 from core.knowledge.reading import MAX_PAGES, document_text, pdf_pages, reply_bound
 from core.media.documents import kind_of
@@ -64,7 +66,7 @@ class KnowledgeSources:
                 return tuple(pages)
             # One character more than fits: a longer text is refused by the engine's
             # max_bytes check, with the line that names the key.
-            args: dict[str, object] = {"name": name, "mime": mime, "max_pages": MAX_PAGES}
+            args: dict[str, Any] = {"name": name, "mime": mime, "max_pages": MAX_PAGES}
             args["max_chars"] = self._max_text + 1
             text = await document_text(self._sandbox, data, args, reply)
         except ParseFailed as exc:
