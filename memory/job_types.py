@@ -33,6 +33,39 @@ class JobDraft(WorkOrigin):
 
 
 @dataclass(frozen=True)
+class JobAsker:
+    """Who asks for a job and where its line goes: the chat, the person, and by name the
+    message that asked and its thread. Why one type: `/draw`, the draw tool and `/kb add`
+    all turn an asker into a job the same way (`draft`)."""
+
+    platform: str
+    chat_id: str
+    chat_type: str  # "private" | "group" (core.jobs.runner.NO_CHAT: no chat is told)
+    user_id: str
+    name: str
+    message_id: str | None = None
+    thread_id: str | None = None
+
+    @property
+    def sender_key(self) -> str:
+        return person_key(self.platform, self.user_id)
+
+    def draft(self, kind: str, args: dict[str, Any]) -> JobDraft:
+        """The job `kind` with `args`, asked by this person in this chat."""
+        return JobDraft(
+            kind,
+            self.platform,
+            self.chat_id,
+            self.chat_type,
+            self.user_id,
+            self.name,
+            args=args,
+            thread_id=self.thread_id,
+            origin_message_id=self.message_id,
+        )
+
+
+@dataclass(frozen=True)
 class Job(WorkOrigin):
     id: int
     requester_id: str

@@ -22,7 +22,7 @@ from bot.wiring.app import Seams
 from channels.onebot.channel import OneBotChannel
 from core.messages import ChatType, InboundMessage
 from core.turn.chime import ChimeWindows
-from core.turn.chiming import SILENT, ChimeIn, chime_text
+from core.turn.chiming import SILENT, ChimeIn, ChimeSeams, chime_text
 from memory.store import SqlStorage
 from memory.types import ChatKey, Turn
 from tests.fakes.manual_clock import ManualWallClock
@@ -235,10 +235,12 @@ async def test_no_decision_right_after_the_bots_own_message() -> None:
     store = _Store("assistant")
     chime = ChimeIn(
         windows=ChimeWindows(lambda: 0.0),
-        store=store,
-        model=_NeverCalled(),  # type: ignore[arg-type]
-        door=None,  # type: ignore[arg-type]
-        counter=get_counter("estimate"),
+        seams=ChimeSeams(
+            store,
+            _NeverCalled(),  # type: ignore[arg-type]
+            None,  # type: ignore[arg-type]
+            get_counter("estimate"),
+        ),
     )
     message = InboundMessage(
         platform="qq",
@@ -265,10 +267,12 @@ async def test_no_decision_past_the_limits_allowance() -> None:
     store = _Store("user")
     chime = ChimeIn(
         windows=ChimeWindows(lambda: 0.0),
-        store=store,
-        model=_NeverCalled(),  # type: ignore[arg-type]
-        door=None,  # type: ignore[arg-type]
-        counter=get_counter("estimate"),
+        seams=ChimeSeams(
+            store,
+            _NeverCalled(),  # type: ignore[arg-type]
+            None,  # type: ignore[arg-type]
+            get_counter("estimate"),
+        ),
         rules=SpentGroup(),
     )
     message = InboundMessage("qq", "group:1", ChatType.GROUP, "2", "Ann", "hm")

@@ -26,6 +26,9 @@ async def test_reminders_are_listed_per_chat_and_cancelled_from_the_console(
                 html = await page.text()
             assert "<h2>qq:group:30003</h2>" in html and "<h2>qq:private:20002</h2>" in html
             assert ESCAPED in html and HOSTILE not in html
+            # Each row's Cancel form posts its id with the page's CSRF token.
+            assert 'action="/console/reminders/cancel"' in html and "Cancel #2</button>" in html
+            assert f'name="csrf" value="{token}"' in html and 'name="id" value="2"' in html
             form = {"csrf": token, "id": "2"}
             async with session.post(
                 f"{daemon.base}/console/reminders/cancel", data=form, allow_redirects=False

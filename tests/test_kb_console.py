@@ -103,6 +103,11 @@ async def test_the_folder_and_the_console_page_fill_list_and_empty_the_knowledge
 
         rules = await ready(run, "rules.md")
         assert rules is not None
+        listing = await page(session, run.base)  # each row's Remove form: its id and scope
+        assert (
+            f'name="id" value="{rules.id}"' in listing and 'name="scope" value="global"' in listing
+        )
+        assert f"Remove #{rules.id}</button>" in listing and f'value="{token}"' in listing
         refused = {"id": str(rules.id), "scope": "global"}  # no CSRF token
         async with session.post(
             f"{run.base}/console/knowledge/remove", data=refused, allow_redirects=False

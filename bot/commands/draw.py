@@ -29,7 +29,7 @@ class DrawCommand:
                 name=message.sender_name,
                 prompt=text_after(message.text),
                 thread_id=message.thread_id,
-                origin_message_id=message.message_id,
+                message_id=message.message_id,
             )
         )
         return Reply(asked.line)

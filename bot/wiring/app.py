@@ -55,6 +55,7 @@ from core.tools.builtin import default_registry
 from core.tools.loop import ToolLoop
 from core.tools.search import SearchBackend, duckduckgo_backend
 from core.turn.bursts import BurstOptions, BurstWindow
+from core.turn.chiming import ChimeSeams
 from core.turn.delivery import ChannelRoutes
 from core.turn.processor import MessageProcessor, ProcessorOptions
 from core.turn.reading import ImageReader
@@ -292,11 +293,7 @@ class App:
             hear=self._shared.reader.hear if self._shared.speech is not None else None,
             chime=build_chime(
                 settings,
-                store=self.storage,
-                model=llm,
-                door=self.processor.outbox,
-                counter=counter,
-                meter=meter,
+                ChimeSeams(self.storage, llm, self.processor.outbox, counter, meter),
                 quota=quota,
                 chat_settings=chat_settings,
                 clock=self._clock,

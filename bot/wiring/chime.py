@@ -10,12 +10,9 @@ from __future__ import annotations
 
 from bot.config import Settings
 from core.clock import WallClock
-from core.context.tokens import TokenCounter
-from core.llm.provider import LLMProvider
 from core.messages import InboundMessage
 from core.turn.chime import ChimeWindows
-from core.turn.chiming import ChimeIn, ChimeOptions, ChimeStore, ProactiveDoor
-from core.usage.meter import UsageMeter
+from core.turn.chiming import ChimeIn, ChimeOptions, ChimeSeams
 from core.usage.quota import QuotaGuard
 from memory.chat_settings_cache import CachedChatSettings
 
@@ -38,12 +35,8 @@ class GroupSettingsRules:
 
 def build_chime(
     settings: Settings,
+    seams: ChimeSeams,
     *,
-    store: ChimeStore,
-    model: LLMProvider,
-    door: ProactiveDoor,
-    counter: TokenCounter,
-    meter: UsageMeter,
     quota: QuotaGuard,
     chat_settings: CachedChatSettings,
     clock: WallClock,
@@ -52,11 +45,7 @@ def build_chime(
 
     return ChimeIn(
         windows=ChimeWindows(lambda: clock().timestamp(), gap_s=settings.groups.chime_min_gap_s),
-        store=store,
-        model=model,
-        door=door,
-        counter=counter,
-        meter=meter,
+        seams=seams,
         rules=GroupSettingsRules(quota, chat_settings),
         options=ChimeOptions(bot_name=settings.bot.name),
     )

@@ -9,15 +9,14 @@ cancelled, so requests still waiting count too (two at once cannot share the las
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from datetime import UTC
 from typing import TYPE_CHECKING
 
 from core.clock import WallClock, utc_now
 from core.tools.mcp.config import Allow
 from core.tools.mcp.permission import Sender, allows
-from memory.job_types import JobDraft, JobRefused
-from memory.types import person_key
+from memory.job_types import JobAsker, JobRefused
 
 if TYPE_CHECKING:  # the store itself is the seam's type; core never loads it at run time
     from memory.jobs import JobStore as DrawJobs
@@ -36,21 +35,11 @@ class DrawRules:
 
 
 @dataclass(frozen=True)
-class DrawRequest:
-    """A picture asked for: by whom, where its answer goes, what to draw."""
+class DrawRequest(JobAsker):
+    """A picture asked for: by whom, where its answer goes (JobAsker), what to draw."""
 
-    platform: str
-    chat_id: str
-    chat_type: str  # "private" | "group"
-    user_id: str
-    name: str
+    _: KW_ONLY
     prompt: str
-    thread_id: str | None = None
-    origin_message_id: str | None = None
-
-    @property
-    def sender_key(self) -> str:
-        return person_key(self.platform, self.user_id)
 
 
 @dataclass(frozen=True)
@@ -86,17 +75,7 @@ class DrawDesk:
         over = await self._over_limit(request)
         if over is not None:
             return Asked(over)
-        draft = JobDraft(
-            KIND,
-            request.platform,
-            request.chat_id,
-            request.chat_type,
-            request.user_id,
-            request.name,
-            args={"prompt": prompt},
-            thread_id=request.thread_id,
-            origin_message_id=request.origin_message_id,
-        )
+        draft = request.draft(KIND, {"prompt": prompt})
         try:
             job = await self._jobs.add(draft, max_pending_per_user=self._rules.max_pending_per_user)
         except JobRefused as exc:

@@ -27,7 +27,7 @@ def request_of(prompt: str, ctx: ToolContext) -> DrawRequest:
         prompt=prompt,
         thread_id=message.thread_id if message is not None else None,
         # a scheduled turn's id is ours, not the platform's: its answer quotes nothing
-        origin_message_id=message.message_id if message and not message.scheduled else None,
+        message_id=message.message_id if message and not message.scheduled else None,
     )
 
 

@@ -30,8 +30,7 @@ from core.jobs.runner import NO_CHAT, JobContext, JobHandler, JobOutcome
 from core.knowledge.chunking import Page
 from core.knowledge.intake import AddRequest, KnowledgeIntake
 from core.knowledge.reading import PageReader, ReadFailed
-from memory.job_types import Job, JobDraft, JobRefused
-from memory.types import person_key
+from memory.job_types import Job, JobAsker, JobDraft, JobRefused
 
 if TYPE_CHECKING:  # numpy and the store load with the knowledge base, not with the seam
     from core.knowledge.service import Added, DocumentInfo, KnowledgeBase, Scope
@@ -45,16 +44,8 @@ SOURCE_CHARS = 120
 
 
 @dataclass(frozen=True)
-class Requester:
+class Requester(JobAsker):
     """Who asked, and where the job's one line goes (`chat_type` NO_CHAT: nowhere)."""
-
-    platform: str
-    chat_id: str
-    chat_type: str
-    user_id: str
-    name: str
-    message_id: str | None = None
-    thread_id: str | None = None
 
     @classmethod
     def nobody(cls, where: str, who: str) -> Requester:
@@ -86,7 +77,7 @@ def job_draft(request: IngestRequest) -> JobDraft:
     args: dict[str, Any] = {
         "scope": request.scope.key,
         "source": request.source,
-        "added_by": request.added_by or person_key(who.platform, who.user_id),
+        "added_by": request.added_by or who.sender_key,
     }
     if request.file is not None:
         args["file"] = request.file
@@ -94,17 +85,7 @@ def job_draft(request: IngestRequest) -> JobDraft:
         args["text"] = request.text
     else:
         args["pages"] = [{"text": p.text, "locator": p.locator} for p in request.pages]
-    return JobDraft(
-        kind=KIND,
-        platform=who.platform,
-        chat_id=who.chat_id,
-        chat_type=who.chat_type,
-        requester_id=who.user_id,
-        requester_name=who.name,
-        args=args,
-        thread_id=who.thread_id,
-        origin_message_id=who.message_id,
-    )
+    return who.draft(KIND, args)
 
 
 class JobIntake:

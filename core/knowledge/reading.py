@@ -9,14 +9,14 @@ the DOCX reader must survive, within the same CPU, memory and time limits.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from core.knowledge.chunking import Page, text_pages
 from core.media.sandbox import ParseFailed, ParseSandbox
 from core.media.shared import one_line
 
 SUFFIXES = (".md", ".markdown", ".txt", ".pdf", ".docx")
-MAX_PAGES = 2000
+MAX_PAGES = 2000  # a PDF's pages read at most; its text is bounded by max_bytes anyway
 PARSE_TIMEOUT_S = 180.0
 
 
@@ -49,33 +49,49 @@ class SandboxReader:
         if len(data) > self._max_file:
             limit = f"{self._max_file} bytes ([documents] max_bytes)"
             raise ReadFailed(f"the file is larger than {limit}")
-        reply = 8 * self._max_chars + 64 * 1024  # UTF-8 and JSON escapes around the text
+        reply = reply_bound(self._max_chars)
         try:
             if name.lower().endswith(".pdf"):
-                found = await self._sandbox.run(
-                    "pdf_pages",
-                    {"max_pages": MAX_PAGES},
-                    data,
-                    max_reply=reply,
-                    timeout_s=PARSE_TIMEOUT_S,
-                )
-                raw = found.get("pages")
-                if not isinstance(raw, list):
+                pages = await pdf_pages(self._sandbox, data, reply)
+                if pages is None:
                     raise ReadFailed("the reader failed on it")
-                return [
-                    Page(str(p.get("text", "")), str(p.get("locator", "")))
-                    for p in raw
-                    if isinstance(p, dict)
-                ]
+                return pages
             # A .md or .txt name is read as text whatever its bytes claim to be.
             as_text = name if name.lower().endswith(".docx") else name + ".txt"
             args = {"name": as_text, "mime": None, "max_pages": 1, "max_chars": self._max_chars}
-            doc = await self._sandbox.run(
-                "document", args, data, max_reply=reply, timeout_s=PARSE_TIMEOUT_S
-            )
+            text = await document_text(self._sandbox, data, args, reply)
         except ParseFailed as exc:
             raise ReadFailed(one_line(str(exc), 160)) from None
-        text = doc.get("text")
-        if not isinstance(text, str):
+        if text is None:
             raise ReadFailed("the reader failed on it")
         return text_pages(text, name)
+
+
+def reply_bound(max_chars: int) -> int:
+    """The bytes a reader's reply may take for `max_chars` of text: UTF-8 and JSON escapes."""
+    return 8 * max_chars + 64 * 1024
+
+
+async def pdf_pages(sandbox: ParseSandbox, data: bytes, max_reply: int) -> list[Page] | None:
+    """A PDF's pages with their page locators, or None where the reply holds no page list.
+
+    One spelling for the console/folder reader and `/kb add`; ParseFailed passes through.
+    """
+    found = await sandbox.run(
+        "pdf_pages", {"max_pages": MAX_PAGES}, data, max_reply=max_reply, timeout_s=PARSE_TIMEOUT_S
+    )
+    raw = found.get("pages")
+    if not isinstance(raw, list):
+        return None
+    return [
+        Page(str(p.get("text", "")), str(p.get("locator", ""))) for p in raw if isinstance(p, dict)
+    ]
+
+
+async def document_text(
+    sandbox: ParseSandbox, data: bytes, args: dict[str, Any], max_reply: int
+) -> str | None:
+    """A document's text through the sandbox's "document" job, or None on an odd reply."""
+    doc = await sandbox.run("document", args, data, max_reply=max_reply, timeout_s=PARSE_TIMEOUT_S)
+    text = doc.get("text")
+    return text if isinstance(text, str) else None

@@ -8,15 +8,15 @@ keeps its page numbers so an answer can cite `handbook.pdf · p. 12`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from core.knowledge.chunking import Page
+from core.knowledge.reading import MAX_PAGES, document_text, pdf_pages, reply_bound
 from core.media.documents import kind_of
 from core.media.links import PageError, PageReader
 from core.media.sandbox import ParseFailed, ParseSandbox
 from core.media.shared import one_line
 from core.messages import Attachment
-
-MAX_PAGES = 2000  # a PDF's pages read at most; its text is bounded by max_bytes anyway
-PARSE_TIMEOUT_S = 180.0
 
 
 class Unreadable(Exception):
@@ -57,35 +57,21 @@ class KnowledgeSources:
         return name, await self._parse(data, name, attachment.mime)
 
     async def _parse(self, data: bytes, name: str, mime: str | None) -> str | tuple[Page, ...]:
-        reply = 8 * self._max_text + 64 * 1024  # UTF-8 and JSON escapes around the text
+        reply = reply_bound(self._max_text)
         try:
             if kind_of(data, name, mime) == "pdf":
-                found = await self._sandbox.run(
-                    "pdf_pages",
-                    {"max_pages": MAX_PAGES},
-                    data,
-                    max_reply=reply,
-                    timeout_s=PARSE_TIMEOUT_S,
-                )
-                raw = found.get("pages")
-                if not isinstance(raw, list):
+                pages = await pdf_pages(self._sandbox, data, reply)
+                if pages is None:
                     raise Unreadable(f"{name} could not be read")
-                return tuple(
-                    Page(str(p.get("text", "")), str(p.get("locator", "")))
-                    for p in raw
-                    if isinstance(p, dict)
-                )
-            args = {"name": name, "mime": mime, "max_pages": MAX_PAGES}
+                return tuple(pages)
             # One character more than fits: a longer text is refused by the engine's
             # max_bytes check, with the line that names the key.
+            args: dict[str, Any] = {"name": name, "mime": mime, "max_pages": MAX_PAGES}
             args["max_chars"] = self._max_text + 1
-            doc = await self._sandbox.run(
-                "document", args, data, max_reply=reply, timeout_s=PARSE_TIMEOUT_S
-            )
+            text = await document_text(self._sandbox, data, args, reply)
         except ParseFailed as exc:
             raise Unreadable(f"{name} could not be read: {one_line(str(exc), 160)}") from None
-        text = doc.get("text")
-        if not isinstance(text, str):
+        if text is None:
             raise Unreadable(f"{name} could not be read")
         return text
 

@@ -59,6 +59,18 @@ class GroupRules(Protocol):
 
 
 @dataclass(frozen=True)
+class ChimeSeams:
+    """What a chime-in shares with the turn path (the App's own pieces, handed over as
+    one): the stored turns, the chat model, the one door out, the counter and the meter."""
+
+    store: ChimeStore
+    model: LLMProvider
+    door: ProactiveDoor
+    counter: TokenCounter
+    meter: UsageMeter | None = None
+
+
+@dataclass(frozen=True)
 class ChimeOptions:
     bot_name: str = "chatterd"
     history_turns: int = 30  # the recent turns the decision reads at least
@@ -99,20 +111,12 @@ class ChimeIn:
         self,
         *,
         windows: ChimeWindows,
-        store: ChimeStore,
-        model: LLMProvider,
-        door: ProactiveDoor,
-        counter: TokenCounter,
-        meter: UsageMeter | None = None,
+        seams: ChimeSeams,
         rules: GroupRules | None = None,
         options: ChimeOptions | None = None,
     ) -> None:
         self.windows = windows
-        self._store = store
-        self._model = model
-        self._door = door
-        self._counter = counter
-        self._meter = meter
+        self._seams = seams
         self._rules = rules
         self._options = options or ChimeOptions()
 
@@ -131,24 +135,24 @@ class ChimeIn:
             return "over the [limits] allowance"
         options = self._options
         limit = min(max(options.history_turns, batch + 10), options.max_turns)
-        turns = await self._store.recent_turns(message.platform, message.chat_id, limit)
+        turns = await self._seams.store.recent_turns(message.platform, message.chat_id, limit)
         if not turns or turns[-1].role != "user":
             return "the bot spoke last"  # never right after the bot's own message
         text = await self._decide(message, turns, batch)
         if not text:
             return "silent"
-        latest = await self._store.recent_turns(message.platform, message.chat_id, 1)
+        latest = await self._seams.store.recent_turns(message.platform, message.chat_id, 1)
         if latest and latest[-1].role != "user":
             return "the bot spoke meanwhile"  # never two of its messages in a row
         try:
-            await self._door.send_proactive(
+            await self._seams.door.send_proactive(
                 OutboundMessage(message.platform, message.chat_id, text)
             )
         except DeliveryError as exc:
             log.warning("chime-in in %s not delivered: %s", message.chat_key, exc)
             return "not delivered"
         self.windows.spoke(message.chat_key)
-        await self._store.add_turn(self._turn(message, text))
+        await self._seams.store.add_turn(self._turn(message, text))
         log.info("chimed in to %s after %d unaddressed message(s)", message.chat_key, batch)
         return "spoke"
 
@@ -163,13 +167,13 @@ class ChimeIn:
             if t.role in ("user", "assistant") and t.kind in ("message", "context")
         ]
         try:
-            result = await self._model.chat(messages, max_tokens=self._options.reply_tokens)
+            result = await self._seams.model.chat(messages, max_tokens=self._options.reply_tokens)
         except LLMError as exc:
             log.warning("chime-in decision failed in %s: %s", message.chat_key, exc.kind)
             return ""
-        if self._meter is not None:
+        if self._seams.meter is not None:
             who = UsageSubject(message.platform, message.chat_id, UNATTRIBUTED)
-            await self._meter.record(who, [ModelCall(result, messages)], "reply")
+            await self._seams.meter.record(who, [ModelCall(result, messages)], "reply")
         return chime_text(result.text or "", self._options.max_chars)
 
     def _turn(self, message: InboundMessage, text: str) -> NewTurn:
@@ -180,6 +184,6 @@ class ChimeIn:
             role="assistant",
             kind="message",
             content=text,
-            token_count=self._counter.count(text),
+            token_count=self._seams.counter.count(text),
             meta={CHIME_META: True},
         )
