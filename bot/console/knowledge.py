@@ -10,48 +10,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from bot.console.knowledge_desk import KnowledgeDesk
 from bot.console.page import Page, PageHost, actor, flash, see_other, url
 from core.knowledge.folder import chat_scope
-from core.knowledge.ingest import FOLDER_AUTHOR, KIND, IngestRequest, JobIntake, Requester
-from core.knowledge.reading import PageReader, ReadFailed, readable
+from core.knowledge.ingest import FOLDER_AUTHOR, KIND, IngestRequest, Requester
+from core.knowledge.reading import ReadFailed, readable
 
 if TYPE_CHECKING:
     from core.knowledge.service import Scope
     from memory.knowledge import DocumentInfo
-    from memory.knowledge_folder import KnowledgeFolderDocuments
 
 log = logging.getLogger(__name__)
 
 UPLOAD_PATH = "/knowledge/upload"
-FORM_SLACK = 64 * 1024  # the multipart form around the file
 SHOWN = 1000
 RECENT_JOBS = 10
-
-
-@dataclass(frozen=True)
-class KnowledgeDesk:
-    """What the page works through: the listing (no model loaded), the removal `/kb
-    remove` uses, the intake of "kb_add" jobs, the reader, and the knowledge folder."""
-
-    listing: KnowledgeFolderDocuments
-    remove: Callable[[int, str], Awaitable[DocumentInfo | None]]  # (id, scope): /kb remove's
-    intake: JobIntake
-    reader: PageReader
-    max_bytes: int  # a file's size ([documents] max_bytes)
-    folder: Path | None = None
-
-    @property
-    def upload_limit(self) -> int:
-        """The upload request's body: the file and its form."""
-        return self.max_bytes + FORM_SLACK
 
 
 def parse_scope(text: str) -> Scope | None:

@@ -28,7 +28,7 @@ from memory.store import SqlStorage
 from memory.types import ChatKey
 
 if TYPE_CHECKING:
-    from bot.console.knowledge import KnowledgeDesk
+    from bot.console.knowledge_desk import KnowledgeDesk
     from memory.activity import Activity
     from memory.browse import Browse
 

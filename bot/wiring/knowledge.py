@@ -33,7 +33,7 @@ from memory.migrate import Database
 from memory.store import SqlStorage
 
 if TYPE_CHECKING:
-    from bot.console.knowledge import KnowledgeDesk
+    from bot.console.knowledge_desk import KnowledgeDesk
     from core.knowledge.folder import KnowledgeFolder
     from core.knowledge.ingest import JobIntake
     from core.knowledge.reading import SandboxReader
@@ -199,7 +199,7 @@ class DaemonKnowledge:
         """The console's Knowledge page's services (None until `use_jobs`)."""
         if self.queued is None or self._reader is None:
             return None
-        from bot.console.knowledge import KnowledgeDesk
+        from bot.console.knowledge_desk import KnowledgeDesk
 
         return KnowledgeDesk(
             listing=KnowledgeFolderDocuments(self.database),
