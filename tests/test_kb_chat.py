@@ -248,6 +248,28 @@ def test_the_daemons_modules_import_no_numpy() -> None:
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
 
 
+def test_the_knowledge_folders_start_imports_no_numpy(tmp_path: Path) -> None:
+    """What the daemon does at every start, documents or not: scan the knowledge folder and
+    name its scopes. That must not bring numpy in (it once did, through Scope, and the idle
+    daemon grew by 18 MiB: bench/memory_bench.py)."""
+    (tmp_path / "rules.md").write_text("# Rules\nBe kind.", encoding="utf-8")
+    (tmp_path / "telegram:-100123").mkdir()
+    (tmp_path / "telegram:-100123" / "faq.txt").write_text("Opens at 8.", encoding="utf-8")
+    code = (
+        "import sys; from pathlib import Path; import bot.wiring.app, bot.console.knowledge; "
+        "from core.knowledge.folder import scan, chat_scope; "
+        f"found = scan(Path({str(tmp_path)!r})); "
+        "print(sorted(s.scope for s in found.values()), chat_scope('qq:group:5').key, "
+        "'numpy' in sys.modules, 'core.knowledge.service' in sys.modules)"
+    )
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
+    )
+    out = done.stdout.strip()
+    assert out == "['global', 'telegram:-100123'] qq:group:5 False False", out + done.stderr
+
+
 async def test_disabled_there_is_no_kb_command_tool_or_lookup(
     storage: SqlStorage, tmp_path: Path
 ) -> None:

@@ -23,7 +23,7 @@ from core.knowledge.ingest import FOLDER_AUTHOR, KIND, IngestRequest, Requester
 from core.knowledge.reading import ReadFailed, readable
 
 if TYPE_CHECKING:
-    from core.knowledge.service import Scope
+    from core.knowledge.scope import Scope
     from memory.knowledge import DocumentInfo
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ RECENT_JOBS = 10
 
 def parse_scope(text: str) -> Scope | None:
     """`global`, or a chat as `platform:chat_id`; None for anything else."""
-    from core.knowledge.service import Scope
+    from core.knowledge.scope import Scope
 
     text = text.strip()
     return Scope.everyone() if text == "global" else chat_scope(text)

@@ -93,7 +93,7 @@ class DaemonKnowledge:
 
     async def remove(self, document_id: int, scope: str) -> DocumentInfo | None:
         if self._kb is not None:  # forgets the scope's cached vectors too
-            from core.knowledge.service import Scope
+            from core.knowledge.scope import Scope
 
             return await self._kb.remove(document_id, Scope(scope))
         return await self.store.remove(document_id, scope)
@@ -102,7 +102,7 @@ class DaemonKnowledge:
         """The best passages among `scope`'s and the global documents ([] with none)."""
         if not await self._has_documents(scope):
             return []
-        from core.knowledge.service import Scope
+        from core.knowledge.scope import Scope
 
         kb = await self.base()
         return await kb.search(query, Scope(scope), top_k or self.settings.top_k)

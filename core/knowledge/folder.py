@@ -33,7 +33,7 @@ from core.knowledge.reading import readable
 from memory.job_types import Job, JobRefused
 
 if TYPE_CHECKING:
-    from core.knowledge.service import Scope
+    from core.knowledge.scope import Scope
     from memory.knowledge import DocumentInfo
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ class JobStates(Protocol):
 
 def scan(root: Path) -> dict[str, FileState]:
     """The folder's indexable files by relative path ("rules.md", "telegram:-1/faq.pdf")."""
-    from core.knowledge.service import Scope
+    from core.knowledge.scope import Scope
 
     found: dict[str, FileState] = {}
     if not root.is_dir():
@@ -106,7 +106,7 @@ def scan(root: Path) -> dict[str, FileState]:
 
 def chat_scope(name: str) -> Scope | None:
     """The chat a folder (or a console form) names: `telegram:-100123`, `qq:group:5`."""
-    from core.knowledge.service import Scope
+    from core.knowledge.scope import Scope
 
     if not CHAT_FOLDER.match(name) or name == "global":
         return None
@@ -209,7 +209,7 @@ class KnowledgeFolder:
         return await self._send(relative, last.scope, name, None)
 
     async def _send(self, relative: str, scope: str, name: str, state: FileState | None) -> bool:
-        from core.knowledge.service import Scope
+        from core.knowledge.scope import Scope
 
         request = IngestRequest(
             scope=Scope(scope),

@@ -122,7 +122,7 @@ class QueuedIntake:
         self._direct = direct
 
     async def add(self, request: AddRequest) -> str:
-        from core.knowledge.service import Scope
+        from core.knowledge.scope import Scope
 
         message = request.origin
         if message is None:

@@ -19,6 +19,7 @@ import numpy as np
 from core.knowledge.chunking import Page, Passage, chunk_pages, text_pages
 from core.knowledge.embedders import Embedder, EmbeddingError
 from core.knowledge.fusion import fuse
+from core.knowledge.scope import Scope
 from core.knowledge.segment import index_terms, query_terms
 from core.knowledge.settings import KnowledgeSettings
 from core.knowledge.vectors import VectorIndex
@@ -44,25 +45,6 @@ REEMBED_BATCH = 64
 EMBED_INLINE_MAX = 64
 
 __all__ = ["Added", "DocumentInfo", "Hit", "KnowledgeBase", "KnowledgeRefused", "Scope"]
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Whose documents: one chat's ("telegram:-100123") or every chat's ("global")."""
-
-    key: str
-
-    @classmethod
-    def chat(cls, platform: str, chat_id: str) -> Scope:
-        return cls(f"{platform}:{chat_id}")
-
-    @classmethod
-    def everyone(cls) -> Scope:
-        return cls(GLOBAL_SCOPE)
-
-    @property
-    def is_global(self) -> bool:
-        return self.key == GLOBAL_SCOPE
 
 
 @dataclass(frozen=True)

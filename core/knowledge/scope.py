@@ -1,0 +1,30 @@
+"""Whose documents a search or an add is about: one chat's or every chat's.
+
+Why apart from service.py: the daemon names scopes at start (the knowledge folder, the
+console, /kb) long before anything needs the engine, and service.py brings numpy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memory.knowledge import GLOBAL_SCOPE
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Whose documents: one chat's ("telegram:-100123") or every chat's ("global")."""
+
+    key: str
+
+    @classmethod
+    def chat(cls, platform: str, chat_id: str) -> Scope:
+        return cls(f"{platform}:{chat_id}")
+
+    @classmethod
+    def everyone(cls) -> Scope:
+        return cls(GLOBAL_SCOPE)
+
+    @property
+    def is_global(self) -> bool:
+        return self.key == GLOBAL_SCOPE
