@@ -275,10 +275,10 @@ async def test_a_turn_run_again_finds_its_task_instead_of_starting_a_second(
     """Recovery runs a turn again when its process died before its answer was stored: the
     model spawns again for the same message, and is given the task its first run started."""
     desk = TaskDesk(storage.jobs, TaskRules(allow="everyone", admins=frozenset()))
-    asked = TaskRequest("telegram", "2", "private", "2", "Bob", "read", origin_message_id="41")
+    asked = TaskRequest("telegram", "2", "private", "2", "Bob", message_id="41", task="read")
     first = await desk.ask(asked)
     again = await desk.ask(replace(asked, task="read the pages"))
-    other = await desk.ask(replace(asked, origin_message_id="42"))
+    other = await desk.ask(replace(asked, message_id="42"))
     assert first.job_id is not None and again == first
     assert other.job_id not in (None, first.job_id)
     assert len(await storage.jobs.recent()) == 2

@@ -10,7 +10,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from bot.commands.jobs import age
-from bot.console.page import PageHost, actor, flash, see_other, url
+from bot.console.page import PageHost, cancel_posted
 
 SHOWN = 200
 OPEN = ("queued", "running")
@@ -33,18 +33,16 @@ def add_routes(router: web.UrlDispatcher, console: PageHost) -> None:
         ]
         return console.render(request, "jobs.html", rows=rows)
 
-    async def cancel(request: web.Request) -> web.StreamResponse:
-        form = await request.post()
-        raw = str(form.get("id", ""))
+    async def cancel_job(job_id: int | None, by: str) -> str:
         jobs = console.deps.storage.jobs
-        job = await jobs.get(int(raw)) if raw.isdigit() and len(raw) <= 18 else None
+        job = await jobs.get(job_id) if job_id is not None else None
         if job is None:
-            flash(request, "No such job.")
-        elif await jobs.cancel(job, actor(request), console.deps.clock()):
-            flash(request, f"Cancelled #{job.id}.")
-        else:
-            flash(request, f"#{job.id} had already ended ({job.state}).")
-        return see_other(url("/jobs"))
+            return "No such job."
+        ended = not await jobs.cancel(job, by, console.deps.clock())
+        return f"#{job.id} had already ended ({job.state})." if ended else f"Cancelled #{job.id}."
+
+    async def cancel(request: web.Request) -> web.StreamResponse:
+        return await cancel_posted(request, "/jobs", cancel_job)
 
     router.add_get("/jobs", page)
     router.add_post("/jobs/cancel", cancel)

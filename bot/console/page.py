@@ -107,3 +107,14 @@ def flash(request: web.Request, text: str) -> None:
 def actor(request: web.Request) -> str:
     """Who changed something, for the audit lines the services write."""
     return f"console@{request.remote or 'unknown'}"
+
+
+async def cancel_posted(
+    request: web.Request, back: str, cancel: Callable[[int | None, str], Awaitable[str]]
+) -> web.Response:
+    """A page's Cancel button: the form's row id (None when it is not one), the line
+    `cancel(id, actor)` answers shown on the next page, and back to the page."""
+    raw = str((await request.post()).get("id", ""))
+    row_id = int(raw) if raw.isdigit() and len(raw) <= 18 else None
+    flash(request, await cancel(row_id, actor(request)))
+    return see_other(url(back))

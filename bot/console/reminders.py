@@ -10,7 +10,7 @@ from itertools import groupby
 
 from aiohttp import web
 
-from bot.console.page import PageHost, actor, flash, see_other, url
+from bot.console.page import PageHost, cancel_posted
 from core.reminders.service import list_line
 
 SHOWN = 500
@@ -27,17 +27,15 @@ def add_routes(router: web.UrlDispatcher, console: PageHost) -> None:
         ]
         return console.render(request, "reminders.html", chats=chats)
 
-    async def cancel(request: web.Request) -> web.StreamResponse:
+    async def cancel_reminder(reminder_id: int | None, by: str) -> str:
+        if reminder_id is None:
+            return "No such reminder."
+        if await console.deps.storage.reminders.cancel(reminder_id, by=by):
+            return f"Cancelled #{reminder_id}."
+        return f"#{reminder_id} was not active any more."
 
-        form = await request.post()
-        raw = str(form.get("id", ""))
-        if not raw.isdigit():
-            flash(request, "No such reminder.")
-        elif await console.deps.storage.reminders.cancel(int(raw), by=actor(request)):
-            flash(request, f"Cancelled #{raw}.")
-        else:
-            flash(request, f"#{raw} was not active any more.")
-        return see_other(url("/reminders"))
+    async def cancel(request: web.Request) -> web.StreamResponse:
+        return await cancel_posted(request, "/reminders", cancel_reminder)
 
     router.add_get("/reminders", page)
     router.add_post("/reminders/cancel", cancel)

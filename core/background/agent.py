@@ -50,13 +50,13 @@ class TaskLimits:
 
 def task_context(job: Job, memory: MemoryStore | None) -> ToolContext:
     """The requester's context in the requester's chat: whose permissions and memory."""
-    return ToolContext(
-        platform=job.platform,
-        chat_id=job.chat_id,
-        user_id=job.requester_id,
-        display_name=job.requester_name,
-        memory=memory,
-        extra={TASK_KEY: job.id},
+    return ToolContext.for_person(
+        job.platform,
+        job.chat_id,
+        job.requester_id,
+        job.requester_name,
+        memory,
+        **{TASK_KEY: job.id},
     )
 
 

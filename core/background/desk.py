@@ -10,12 +10,11 @@ after a crash does not start a second) and answer the same way ("🔧 working on
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING
 
-from core.tools.mcp.config import Allow
-from core.tools.mcp.permission import Sender, allows
-from memory.job_types import JobDraft, JobRefused
+from core.jobs.asking import Asked, AskRules, JobDesk
+from memory.job_types import JobAsker
 
 if TYPE_CHECKING:  # the store itself is the seam's type; core never loads it at run time
     from memory.jobs import JobStore as TaskJobs
@@ -24,37 +23,18 @@ KIND = "task"
 MAX_TASK_CHARS = 2000
 
 
-@dataclass(frozen=True)
-class TaskRules:
-    allow: Allow
-    admins: frozenset[str]
-    max_pending_per_user: int = 0  # [jobs] max_per_user; 0: no limit
+TaskRules = AskRules  # [jobs] spawn_allow, the admins, [jobs] max_per_user
 
 
 @dataclass(frozen=True)
-class TaskRequest:
-    """A task asked for: by whom, where its answer goes, what to do."""
+class TaskRequest(JobAsker):
+    """A task asked for: by whom, where its answer goes (JobAsker), what to do."""
 
-    platform: str
-    chat_id: str
-    chat_type: str  # "private" | "group"
-    user_id: str
-    name: str
+    _: KW_ONLY
     task: str
-    thread_id: str | None = None
-    origin_message_id: str | None = None
-
-    @property
-    def sender_key(self) -> str:
-        return f"{self.platform}:{self.user_id}"
 
 
-@dataclass(frozen=True)
-class Spawned:
-    """The desk's answer: the line for the chat, and the job when one was made."""
-
-    line: str
-    job_id: int | None = None
+Spawned = Asked  # the desk's answer: the line for the chat, and the job when one was made
 
 
 def working_line(job_id: int) -> str:
@@ -65,7 +45,7 @@ def anywhere(platform: str) -> bool:
     return True
 
 
-class TaskDesk:
+class TaskDesk(JobDesk):
     """`reachable(platform)`: a message nobody waits for can reach that platform's chats
     (an HTTP chat without `[http] push_url` cannot: its task's answer would never arrive,
     so the model is told to do the task in the turn instead)."""
@@ -73,14 +53,10 @@ class TaskDesk:
     def __init__(
         self, jobs: TaskJobs, rules: TaskRules, reachable: Callable[[str], bool] = anywhere
     ) -> None:
-        self._jobs = jobs
-        self._rules = rules
+        super().__init__(jobs, rules)
         self._reachable = reachable
 
-    def may_spawn(self, sender_key: str) -> bool:
-        """The `[jobs] spawn_allow` rule for this person ("platform:id")."""
-        sender = Sender(sender_key, sender_key in self._rules.admins)
-        return allows(self._rules.allow, sender)
+    may_spawn = JobDesk.may_ask  # [jobs] spawn_allow
 
     async def ask(self, request: TaskRequest) -> Spawned:
         """Store a task job, or say in one line why not (nothing is stored then)."""
@@ -94,26 +70,11 @@ class TaskDesk:
                 "Background tasks cannot answer in this chat later (it takes no messages "
                 "nobody waits for): do the task now, in this turn, instead."
             )
-        if request.origin_message_id:  # one task per message: a turn run again after a
+        if request.message_id:  # one task per message: a turn run again after a
             # crash (recovery) finds the task its first run started, not a second one
             known = await self._jobs.asked_by(
-                KIND, request.platform, request.chat_id, request.origin_message_id
+                KIND, request.platform, request.chat_id, request.message_id
             )
             if known is not None:
                 return Spawned(working_line(known.id), known.id)
-        draft = JobDraft(
-            KIND,
-            request.platform,
-            request.chat_id,
-            request.chat_type,
-            request.user_id,
-            request.name,
-            args={"task": task},
-            thread_id=request.thread_id,
-            origin_message_id=request.origin_message_id,
-        )
-        try:
-            job = await self._jobs.add(draft, max_pending_per_user=self._rules.max_pending_per_user)
-        except JobRefused as exc:
-            return Spawned(f"Not started: {exc}.")
-        return Spawned(working_line(job.id), job.id)
+        return await self._store(request, KIND, {"task": task}, working_line, "Not started")

@@ -9,7 +9,7 @@ comes later by itself, and what to say now.
 from __future__ import annotations
 
 from core.background.desk import TaskDesk, TaskRequest
-from core.messages import InboundMessage
+from core.jobs.asking import asked_observation, asker_in
 from core.tools.registry import Observation, Tool, ToolContext
 
 TASK_KEY = "task_job"  # ToolContext.extra key: this context is a background task's
@@ -17,19 +17,7 @@ TASK_KEY = "task_job"  # ToolContext.extra key: this context is a background tas
 
 def request_of(task: str, ctx: ToolContext) -> TaskRequest:
     """The request for this turn's sender, in this turn's chat (never from the marker)."""
-    inbound = ctx.extra.get("inbound")
-    message = inbound if isinstance(inbound, InboundMessage) else None
-    return TaskRequest(
-        platform=ctx.platform,
-        chat_id=ctx.chat_id,
-        chat_type=str(message.chat_type) if message is not None else "private",
-        user_id=ctx.user_id,
-        name=ctx.display_name,
-        task=task,
-        thread_id=message.thread_id if message is not None else None,
-        # a scheduled turn's id is ours, not the platform's: its answer quotes nothing
-        origin_message_id=message.message_id if message and not message.scheduled else None,
-    )
+    return asker_in(TaskRequest, ctx, task=task)
 
 
 def offered(desk: TaskDesk, ctx: ToolContext) -> bool:
@@ -41,12 +29,8 @@ def spawn_tool(desk: TaskDesk) -> Tool:
         if TASK_KEY in ctx.extra:
             return Observation("A background task cannot start another one.", ok=False)
         asked = await desk.ask(request_of(task, ctx))
-        if asked.job_id is None:
-            return Observation(f"{asked.line} Tell the user so in one line.", ok=False)
-        return Observation(
-            f"Job #{asked.job_id} is doing the task in the background; its answer will be "
-            f"sent to this chat by itself when it is done. Do not do the task yourself now. "
-            f"Say now, in one short line: {asked.line}"
+        return asked_observation(
+            asked, "is doing the task in the background (do not do it yourself now)"
         )
 
     return Tool(

@@ -14,9 +14,8 @@ from datetime import UTC
 from typing import TYPE_CHECKING
 
 from core.clock import WallClock, utc_now
-from core.tools.mcp.config import Allow
-from core.tools.mcp.permission import Sender, allows
-from memory.job_types import JobAsker, JobRefused
+from core.jobs.asking import Asked, AskRules, JobDesk
+from memory.job_types import JobAsker
 
 if TYPE_CHECKING:  # the store itself is the seam's type; core never loads it at run time
     from memory.jobs import JobStore as DrawJobs
@@ -26,12 +25,11 @@ MAX_PROMPT_CHARS = 1000
 
 
 @dataclass(frozen=True)
-class DrawRules:
-    allow: Allow
-    admins: frozenset[str]
-    max_per_user_per_day: int = 0  # 0: no limit
+class DrawRules(AskRules):
+    """`[images] allow` and the admins, with the daily limits (0: no limit)."""
+
+    max_per_user_per_day: int = 0
     max_per_chat_per_day: int = 0
-    max_pending_per_user: int = 0  # [jobs] max_per_user
 
 
 @dataclass(frozen=True)
@@ -42,28 +40,16 @@ class DrawRequest(JobAsker):
     prompt: str
 
 
-@dataclass(frozen=True)
-class Asked:
-    """The desk's answer: the line for the chat, and the job when one was made."""
-
-    line: str
-    job_id: int | None = None
-
-
 def drawing_line(job_id: int) -> str:
     return f"🎨 drawing… (#{job_id})"
 
 
-class DrawDesk:
+class DrawDesk(JobDesk):
     def __init__(self, jobs: DrawJobs, rules: DrawRules, clock: WallClock = utc_now) -> None:
-        self._jobs = jobs
-        self._rules = rules
+        super().__init__(jobs, rules)
         self._clock = clock
 
-    def may_draw(self, sender_key: str) -> bool:
-        """The `[images] allow` rule for this person ("platform:id")."""
-        sender = Sender(sender_key, sender_key in self._rules.admins)
-        return allows(self._rules.allow, sender)
+    may_draw = JobDesk.may_ask  # [images] allow
 
     async def ask(self, request: DrawRequest) -> Asked:
         """Store a draw job, or say in one line why not (nothing is stored then)."""
@@ -75,12 +61,7 @@ class DrawDesk:
         over = await self._over_limit(request)
         if over is not None:
             return Asked(over)
-        draft = request.draft(KIND, {"prompt": prompt})
-        try:
-            job = await self._jobs.add(draft, max_pending_per_user=self._rules.max_pending_per_user)
-        except JobRefused as exc:
-            return Asked(f"Not drawing: {exc}.")
-        return Asked(drawing_line(job.id), job.id)
+        return await self._store(request, KIND, {"prompt": prompt}, drawing_line, "Not drawing")
 
     async def _over_limit(self, request: DrawRequest) -> str | None:
         now = self._clock().astimezone(UTC)

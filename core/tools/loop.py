@@ -27,12 +27,7 @@ from core.outside import outside_text
 from core.streaming import PreviewSink
 from core.tools.native import call_parts, native_arg
 from core.tools.preview import streamed_round
-from core.tools.registry import (
-    Observation,
-    ToolCall,
-    ToolContext,
-    ToolRegistry,
-)
+from core.tools.registry import Observation, ToolCall, ToolContext, ToolRegistry
 from core.tools.source import ToolSource
 from core.usage.meter import ModelCall, UsageMeter, UsageSubject
 from memory.types import Role, TurnKind

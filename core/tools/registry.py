@@ -51,14 +51,27 @@ class ToolContext:
         cls, message: InboundMessage, memory: MemoryStore | None, **extra: Any
     ) -> ToolContext:
         """The context for a turn triggered by `message`: its sender, nobody else."""
-        return cls(
-            platform=message.platform,
-            chat_id=message.chat_id,
-            user_id=message.sender_id,
-            display_name=message.sender_name,
-            memory=memory,
-            extra=extra,
+        return cls.for_person(
+            message.platform,
+            message.chat_id,
+            message.sender_id,
+            message.sender_name,
+            memory,
+            **extra,
         )
+
+    @classmethod
+    def for_person(
+        cls,
+        platform: str,
+        chat_id: str,
+        user_id: str,
+        name: str,
+        memory: MemoryStore | None,
+        **extra: Any,
+    ) -> ToolContext:
+        """The context of one person in one chat: whose permissions and memory a call has."""
+        return cls(platform, chat_id, user_id, name, memory, extra)
 
 
 @dataclass(frozen=True)
