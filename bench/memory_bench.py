@@ -73,6 +73,7 @@ def render(
     points: dict[str, dict[str, float]],
     before: dict[str, dict[str, float]] | None,
     seconds: float,
+    before_name: str = "a8ed476, the revision before issue 26",
 ) -> str:
     idle = points["idle after the first turn"]["rss"]
     loaded = points["after 300 turns"]["rss"]
@@ -80,7 +81,7 @@ def render(
         "## Daemon memory (bench/memory_bench.py)",
         "",
         "Command: `.venv/bin/python bench/memory_bench.py --before DIR` (DIR: `git archive "
-        "a8ed476`, the revision before issue 26)  ",
+        f"{before_name}`)  ",
         f"Machine: {os.cpu_count()} CPUs ({cpu_model()}), Python {sys.version.split()[0]}; "
         f"run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {seconds:.0f} s; load average "
         f"(1 min) {load_average()} at the end.",
@@ -116,11 +117,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--before", type=Path, help="an earlier source tree to measure too")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--before-name",
+        default="a8ed476, the revision before issue 26",
+        help="what --before holds, for the results' command line",
+    )
     args = parser.parse_args()
     started = time.monotonic()
     before = asyncio.run(measure(args.before.resolve())) if args.before else None
     points = asyncio.run(measure(ROOT))
-    text = render(points, before, time.monotonic() - started)
+    text = render(points, before, time.monotonic() - started, args.before_name)
     print(text)
     if not args.no_write:
         write_section("memory-bench", text)
