@@ -222,6 +222,42 @@ async def test_reply_to_unseen_message_is_looked_up_with_get_msg(rig: Rig) -> No
     assert msg.reply_to_bot and msg.reply_to_sender_id == str(SELF)
 
 
+async def test_command_reply_without_a_cached_body_reads_files_from_get_msg(rig: Rig) -> None:
+    """The author is cached but neither text nor files are (evicted, or a picture, which
+    has no text): a plain reply needs no lookup, a command asks `get_msg` once and gets
+    the quoted message's file as a reply attachment."""
+    picture = {"type": "image", "data": {"file": "p.png", "url": "http://127.0.0.1:9/p.png"}}
+    seen = rig.impl.group_message([picture], user_id=33333)
+    await rig.link.send_event(seen)
+    await rig.handler.next()
+    file = {"type": "file", "data": {"file": "a.pdf", "file_id": "f-1", "file_size": 2048}}
+    rig.impl.known[seen["message_id"]]["message"] = [file]
+    quote = {"type": "reply", "data": {"id": str(seen["message_id"])}}
+
+    await rig.link.send_event(rig.impl.group_message([quote, text_seg("nice")]))
+    plain = await rig.handler.next()
+    assert plain.reply_to_sender_id == "33333" and plain.reply_attachments == ()
+    await rig.link.send_event(rig.impl.group_message([quote, text_seg("/kb add")]))
+    command = await rig.handler.next()
+    assert command.reply_to_sender_id == "33333"
+    (doc,) = command.reply_attachments
+    assert (doc.kind, doc.name, doc.size) == ("document", "a.pdf", 2048)
+    lookups = [f for f in drain(rig.link) if f.get("action") == "get_msg"]
+    assert [f["params"] for f in lookups] == [{"message_id": seen["message_id"]}]
+
+
+def text_seg(value: str) -> dict[str, object]:
+    return {"type": "text", "data": {"text": value}}
+
+
+def drain(link: FakeLink) -> list[dict[str, object]]:
+    """Every action frame chatterd has sent so far and no test has taken yet."""
+    frames = []
+    while not link.actions.empty():
+        frames.append(link.actions.get_nowait())
+    return frames
+
+
 async def test_cq_injection_in_user_text_stays_text(rig: Rig) -> None:
     rig.handler.reply = lambda m: Reply(f"you said {m.text}")
     attack = "[CQ:at,qq=all] [CQ:image,file=http://169.254.169.254/]"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Coroutine
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -45,6 +45,15 @@ log = logging.getLogger(__name__)
 Spawn = Callable[[Coroutine[Any, Any, object]], None]
 
 
+@dataclass(frozen=True)
+class Quoted:
+    """What a reply quotes: its author, text and files (a `/kb add` reads them)."""
+
+    author: str | None = None
+    text: str | None = None
+    files: tuple[Attachment, ...] = ()
+
+
 class Inbound:
     """Turns frames into handler calls; one per channel."""
 
@@ -65,7 +74,8 @@ class Inbound:
         self._files = QQFiles(downloader, action_timeout_s=action_timeout_s)
         # What recent messages said, so a reply's quoted links are read without a get_msg.
         self._texts: LRUCache[tuple[str, str], str] = LRUCache(2048)
-        # ... and what files they carried, so `/kb add` as a reply to a file can read it.
+        # ... and what files they carried, so `/kb add` as a reply to a file can read it
+        # (a miss: the one get_msg of the reply names the files, see _reply_target).
         self._files_of: LRUCache[tuple[str, str], tuple[Attachment, ...]] = LRUCache(512)
         self._spawn = spawn
         self._on_alive = on_alive
@@ -134,11 +144,11 @@ class Inbound:
         self, conn: OneBotConnection, message: InboundMessage, parsed: ParsedMessage
     ) -> None:
         if parsed.reply_to is not None:
-            target, quoted = await self._reply_target(conn, parsed.reply_to)
-            message = with_reply(message, target, conn.self_id, quoted)
-            if conn.self_id is not None and message.text.lstrip().startswith("/"):
-                files = self._files_of.get((conn.self_id, parsed.reply_to), ())
-                message = replace(message, reply_attachments=files)
+            command = message.text.lstrip().startswith("/")
+            quoted = await self._reply_target(conn, parsed.reply_to, command=command)
+            message = with_reply(message, quoted.author, conn.self_id, quoted.text)
+            if command:
+                message = replace(message, reply_attachments=quoted.files)
         assert self.handler is not None
         try:
             await self.handler(message)  # answers go out through the channel's send()
@@ -148,13 +158,17 @@ class Inbound:
             log.exception("onebot%s: handler failed for message %s", conn.label, message.message_id)
 
     async def _reply_target(
-        self, conn: OneBotConnection, message_id: str
-    ) -> tuple[str | None, str | None]:
-        """Who wrote the replied-to message and its text: our cache first, then `get_msg`."""
-        if conn.self_id is not None:
-            known = self._authors.get((conn.self_id, message_id))
-            if known is not None:
-                return str(known), self._texts.get((conn.self_id, message_id))
+        self, conn: OneBotConnection, message_id: str, *, command: bool
+    ) -> Quoted:
+        """Who wrote the replied-to message, its text and files: our caches first, then one
+        `get_msg`. A command (`/kb add`) also asks when the caches hold neither text nor
+        files of it (evicted, or the bot restarted), so a file shared before still reads."""
+        key = (conn.self_id, message_id) if conn.self_id is not None else None
+        if key is not None:
+            known = self._authors.get(key)
+            text, files = self._texts.get(key), self._files_of.get(key)
+            if known is not None and (not command or text is not None or files is not None):
+                return Quoted(str(known), text, files or ())
         try:
             data = await conn.actions.call(
                 "get_msg",
@@ -163,15 +177,16 @@ class Inbound:
             )
         except OneBotError as exc:
             log.debug("onebot%s: get_msg %s failed: %s", conn.label, message_id, exc)
-            return None, None
+            return Quoted()
         if not isinstance(data, dict):
-            return None, None
+            return Quoted()
         sender = data.get("sender") if isinstance(data.get("sender"), dict) else {}
         found = sender.get("user_id", data.get("user_id"))  # type: ignore[union-attr]
-        quoted = None
-        if data.get("message") is not None:
-            quoted = interpret(normalize_message(data["message"]), conn.self_id).text or None
-        return qq_number(found), quoted
+        if data.get("message") is None:
+            return Quoted(qq_number(found))
+        body = interpret(normalize_message(data["message"]), conn.self_id)
+        files = tuple(self._files.attachment(lambda: conn, seg) for seg in body.files)
+        return Quoted(qq_number(found), body.text or None, files)
 
     def restore_attachment(self, stub: Attachment) -> Attachment | None:
         """A file or voice note of an accepted message, asked for again after a restart
