@@ -34,6 +34,7 @@ from memory.store import SqlStorage
 
 if TYPE_CHECKING:
     from bot.console.knowledge_desk import KnowledgeDesk
+    from core.knowledge.citations import Citations
     from core.knowledge.folder import KnowledgeFolder
     from core.knowledge.ingest import JobIntake
     from core.knowledge.reading import SandboxReader
@@ -135,15 +136,21 @@ class DaemonKnowledge:
             return None
         return note_for(hits, self.settings.max_context_tokens, self._defuse)
 
-    async def _tool_search(self, platform: str, chat_id: str, query: str) -> str:
+    async def _tool_search(
+        self, platform: str, chat_id: str, query: str, citations: Citations | None = None
+    ) -> str:
+        """The tool's passages, numbered with the turn's `citations`: one shown earlier in
+        the turn keeps its number, a new one continues after the highest."""
         from core.knowledge.render import render_for_context
 
         hits = await self.hits(f"{platform}:{chat_id}", query)
-        return render_for_context(hits, max_tokens=self.settings.max_context_tokens)
+        return render_for_context(
+            hits, max_tokens=self.settings.max_context_tokens, citations=citations
+        )
 
     def add_tool(self, registry: ToolRegistry) -> None:
         """`[Knowledge: query]` / the native `knowledge` function, scoped to the chat."""
-        registry.register(knowledge_tool(self._tool_search))
+        registry.register(knowledge_tool(numbered=self._tool_search))
         self._defuse = registry.defuse_markers
 
     def add_commands(self, commands: Commands, admins: frozenset[str]) -> None:

@@ -26,11 +26,14 @@ class SummaryInfo:
 @dataclass(frozen=True)
 class KnowledgeNote:
     """The knowledge base's passages for this turn: the framed text the model sees, and
-    the labels of the passages shown and of those the budget left out (for the report)."""
+    the labels of the passages shown and of those the budget left out (for the report).
+    `numbers`: (passage key, citation number) of each shown passage, where the turn's
+    `knowledge` tool calls continue the numbering (core/knowledge/citations.py)."""
 
     text: str
     shown: tuple[str, ...] = ()
     dropped: tuple[str, ...] = ()
+    numbers: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,9 @@
 """Retrieved passages as the model sees them: numbered, labelled, framed as material.
 
+Why numbered through `Citations`: within one turn the context's passages and every
+`knowledge` call share one numbering (core/knowledge/citations.py), so a citation names
+one passage.
+
 Why neutralised: a document is written by whoever shared it. Its text may carry a forged
 `[Alice]:` line, a `<system>` tag or a tool marker; `core.media.shared.neutralise` (the
 same rule as link and document notes) keeps the words and defuses the tricks. The
@@ -11,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from core.knowledge.citations import Citations
 from core.knowledge.segment import estimate_tokens
 from core.media.shared import Defuse, neutralise, one_line
 
@@ -30,24 +35,43 @@ def render_for_context(
     max_tokens: int | None = None,
     defuse: Defuse | None = None,
     count: Callable[[str], int] = estimate_tokens,
+    citations: Citations | None = None,
 ) -> str:
     """`[1] handbook.pdf · p. 12` then its text, for each hit that fits in `max_tokens`
-    (the first is cut to fit rather than dropped); "" when there is nothing to show."""
+    (the first is cut to fit rather than dropped); "" when there is nothing to show.
+    `citations`: the turn's numbering (a passage shown before keeps its number, a new
+    one continues after the highest); None numbers from [1]."""
+    return numbered_passages(hits, max_tokens, defuse, count, citations)[0]
+
+
+def numbered_passages(
+    hits: Sequence[Hit],
+    max_tokens: int | None = None,
+    defuse: Defuse | None = None,
+    count: Callable[[str], int] = estimate_tokens,
+    citations: Citations | None = None,
+) -> tuple[str, int]:
+    """`render_for_context`'s text and how many of `hits` (a prefix) it shows; each shown
+    passage is cited in `citations`, one that did not fit takes no number."""
     if not hits:
-        return ""
+        return "", 0
+    numbering = citations if citations is not None else Citations()
     blocks = [NOTICE]
     used = count(NOTICE)
-    for number, hit in enumerate(hits, start=1):
-        head = f"[{number}] {one_line(hit.label, 120)}"
+    for index, hit in enumerate(hits):
+        head = f"[{numbering.peek(hit.chunk_id)}] {one_line(hit.label, 120)}"
         body = neutralise(hit.text, defuse)
         block = f"{head}\n{body}"
         cost = count(block)
         if max_tokens is not None and used + cost > max_tokens:
             room = max_tokens - used - count(head)
-            if number == 1 and room > 20:
+            if index == 0 and room > 20:
                 keep = max(1, len(body) * room // max(count(body), 1))
                 blocks.append(f"{head}\n{body[:keep]}…")
+                numbering.cite(hit.chunk_id)
             break
         blocks.append(block)
+        numbering.cite(hit.chunk_id)
         used += cost
-    return "\n\n".join(blocks) if len(blocks) > 1 else ""
+    shown = len(blocks) - 1
+    return ("\n\n".join(blocks), shown) if shown else ("", 0)

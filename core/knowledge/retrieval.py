@@ -7,26 +7,31 @@ passages, and the budget they get are the knowledge base's rules.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from core.context.report import KnowledgeNote
-from core.knowledge.render import render_for_context
+from core.knowledge.citations import Citations
+from core.knowledge.render import numbered_passages
 from core.media.shared import Defuse, neutralise, one_line
 
 if TYPE_CHECKING:
     from core.knowledge.service import Hit
 
-_NUMBERED = re.compile(r"^\[(\d+)\] ", re.MULTILINE)
 
-
-def note_for(hits: Sequence[Hit], max_tokens: int, defuse: Defuse | None = None) -> KnowledgeNote:
-    """The rendered passages within `max_tokens`, with what was shown and what was not."""
-    text = render_for_context(hits, max_tokens=max_tokens, defuse=defuse)
-    shown = len({int(n) for n in _NUMBERED.findall(text)}) if text else 0
+def note_for(
+    hits: Sequence[Hit],
+    max_tokens: int,
+    defuse: Defuse | None = None,
+    citations: Citations | None = None,
+) -> KnowledgeNote:
+    """The rendered passages within `max_tokens`, with what was shown and what was not,
+    and the number each shown passage has (the turn's numbering starts from them)."""
+    numbering = citations if citations is not None else Citations()
+    text, shown = numbered_passages(hits, max_tokens, defuse, citations=numbering)
     labels = [hit.label for hit in hits]
-    return KnowledgeNote(text, tuple(labels[:shown]), tuple(labels[shown:]))
+    numbers = tuple((hit.chunk_id, numbering.cite(hit.chunk_id)) for hit in hits[:shown])
+    return KnowledgeNote(text, tuple(labels[:shown]), tuple(labels[shown:]), numbers)
 
 
 def hits_text(hits: Sequence[Hit], defuse: Defuse | None = None) -> str:

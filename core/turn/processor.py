@@ -14,6 +14,7 @@ from core.context.report import ContextReport
 from core.context.tokens import TokenCounter
 from core.context.turn import ChatPersona, KnowledgeLookup, TurnContextBuilder, TurnInput
 from core.inject import inject
+from core.knowledge.citations import Citations
 from core.llm import LLMError
 from core.messages import InboundMessage
 from core.storage import Store
@@ -42,12 +43,7 @@ from core.turn.reading import (
 )
 from core.turn.stored_reply import send_stored_reply
 from core.turn.turns import TurnFactory
-from memory.types import (
-    ChatKey,
-    IntakeEntry,
-    NewTurn,
-    person_key,
-)
+from memory.types import ChatKey, IntakeEntry, NewTurn, person_key
 
 log = logging.getLogger(__name__)
 
@@ -374,6 +370,11 @@ class MessageProcessor:
         stream = self._outbox.open_stream(
             entry.id, replace(reply_for(message, "", late=late), resume=entry.delivery or None)
         )
+        note = (  # the context's passages [1]..[n]; the turn's tool calls continue from them
+            await self._knowledge(message, "\n".join(m.text for _, m in items))
+            if self._knowledge is not None
+            else None
+        )
         built = self._context.build_turn(
             TurnInput(
                 message=message,
@@ -388,16 +389,16 @@ class MessageProcessor:
                 summary=found.summary,
                 summary_through=found.summary_through,
                 chat_persona=await self._persona(message),
-                knowledge=await self._knowledge(message, "\n".join(m.text for _, m in items))
-                if self._knowledge is not None
-                else None,
+                knowledge=note,
             )
         )
         self._last_reports[message.chat_key] = built.report
         try:
             result = await self._tool_loop.run(
                 built.messages,
-                ToolContext.for_message(message, self._store, inbound=message),
+                ToolContext.for_message(
+                    message, self._store, inbound=message, citations=Citations.after(note)
+                ),
                 preview=stream.show if stream is not None else None,
             )
         except LLMError as exc:
