@@ -74,3 +74,10 @@ def estimate_tokens(text: str) -> int:
     words = len(re.findall(r"[^\W_]+", _CJK_RUN.sub(" ", text)))
     punct = len(re.findall(r"[^\w\s]", text))
     return cjk + (words * 4 + 2) // 3 + punct // 2
+
+
+def cjk_share(text: str) -> float:
+    """The share of CJK characters among a text's letters and digits (0 for none)."""
+    cjk = sum(len(run) for run in _CJK_RUN.findall(text))
+    other = sum(1 for ch in _CJK_RUN.sub("", text) if ch.isalnum())
+    return cjk / (cjk + other) if cjk + other else 0.0

@@ -40,7 +40,7 @@ CANDIDATES = 50  # from each of keyword and vector search, before fusion
 KEYWORD_FLOOR = 0.25
 REEMBED_BATCH = 64
 # A document of more passages is made searchable by keyword first and embedded by
-# `reembed` afterwards: embedding 300 pages on two cores takes minutes, and nobody should
+# `reembed` afterwards: embedding 300 pages on two cores takes half a minute, nobody should
 # wait that long for the words to be findable (docs/knowledge.md has the numbers).
 EMBED_INLINE_MAX = 64
 
