@@ -24,6 +24,7 @@ TEXTS = [
     "",
     "x",
     "混合 mixed 文本 text, 数字 12345 and SKU-88731",
+    "Привет, как дела? こんにちは世界 مرحبا بالعالم 안녕하세요 Ελληνικά",
     "long passage about the club " * 150,  # ~750 tokens: two windows
 ]
 

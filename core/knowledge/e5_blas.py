@@ -19,7 +19,7 @@ import mmap
 import os
 import struct
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,26 +75,55 @@ class _Reader:
 
 class Tokenizer:
     """XLM-RoBERTa's SentencePiece unigram tokenizer: normalize, mark spaces, then the
-    best-scoring split (Viterbi), with an unknown single character as the fallback."""
+    best-scoring split (Viterbi), with an unknown single character as the fallback.
+
+    Why groups: a dict of all 250,000 pieces holds about 45 MiB of Python strings, most
+    of them in scripts a chat never uses. Pieces of two or more characters are grouped
+    by their first two, found through a sorted array of that prefix's hash; a group's
+    dict is built the first time a text needs it."""
 
     def __init__(
         self,
-        pieces: list[str],
+        count: int,
         scores: np.ndarray,
         specials: tuple[int, int, int],
         normal: dict[int, str],
+        piece: Callable[[int], str],
     ) -> None:
         self.bos, self.eos, self.unk = specials
-        # piece -> id, and scores by id: 250,000 pieces, so no tuple per piece (half the
-        # memory of a dict of (id, score) pairs).
-        self._ids: dict[str, int] = {}
-        for index, piece in enumerate(pieces):
-            if piece and index != self.unk:
-                self._ids.setdefault(piece, index)
+        self._piece = piece  # id -> its text, read from the model file when needed
+        self._single: dict[str, int] = {}
+        prefix_hash = np.zeros(count, np.int64)
+        longest = 1
+        for index in range(count):
+            text = piece(index)
+            longest = max(longest, len(text))
+            if len(text) == 1 and index != self.unk:
+                self._single.setdefault(text, index)
+            elif len(text) > 1:
+                prefix_hash[index] = hash(text[:2])
+        self._order = np.argsort(prefix_hash, kind="stable")  # ids ascending within a hash
+        self._sorted_hash = prefix_hash[self._order]
+        self._groups: dict[str, dict[str, int]] = {}
         self._scores = array("f", scores.tobytes())
-        self._longest = max(len(p) for p in pieces)
+        self._longest = longest
         self._unk_score = float(scores.min()) - 10.0
         self._normal = normal
+
+    def _group(self, prefix: str) -> dict[str, int]:
+        """The pieces that start with these two characters (an empty dict for none)."""
+        group = self._groups.get(prefix)
+        if group is None:
+            key = hash(prefix)
+            low = int(np.searchsorted(self._sorted_hash, key, "left"))
+            high = int(np.searchsorted(self._sorted_hash, key, "right"))
+            group = {}
+            for index in self._order[low:high].tolist():
+                text = self._piece(index)
+                if index != self.unk and len(text) > 1 and text[:2] == prefix:
+                    group.setdefault(text, index)
+            self._groups[prefix] = group
+        return group
 
     def _normalized(self, text: str) -> str:
         text = text.translate(self._normal)
@@ -112,14 +141,19 @@ class Tokenizer:
         back_piece = [0] * (count + 1)
         back_from = [0] * (count + 1)
         best[0] = 0.0
-        ids, scores, unk_score = self._ids, self._scores, self._unk_score
-        longest = self._longest
+        scores, unk_score, longest = self._scores, self._unk_score, self._longest
         for start in range(count):
             here = best[start]
             if here <= -1e29:
                 continue
-            for end in range(start + 1, min(count, start + longest) + 1):
-                found = ids.get(chars[start:end])
+            found = self._single.get(chars[start])
+            if found is not None and here + scores[found] > best[start + 1]:
+                best[start + 1] = here + scores[found]
+                back_piece[start + 1] = found
+                back_from[start + 1] = start
+            group = self._group(chars[start : start + 2]) if start + 1 < count else {}
+            for end in range(start + 2, min(count, start + longest) + 1) if group else ():
+                found = group.get(chars[start:end])
                 if found is not None and here + scores[found] > best[end]:
                     best[end] = here + scores[found]
                     back_piece[end] = found
@@ -176,13 +210,13 @@ class E5Blas:
         (blob_len,) = r.take("Q")
         offsets = np.frombuffer(r.bytes((n_pieces + 1) * 4), "<u4")
         scores = np.frombuffer(r.bytes(n_pieces * 4), "<f4")
-        blob = bytes(r.bytes(int(blob_len)))
-        pieces = [
-            blob[offsets[i] : offsets[i + 1]].decode("utf-8", "replace") for i in range(n_pieces)
-        ]
+        blob = r.bytes(int(blob_len))
         n_norm, norm_bytes = r.take("iI")
         normal = _normal_map(bytes(r.bytes(int(norm_bytes))), int(n_norm))
-        self.tokenizer = Tokenizer(pieces, scores, (bos, eos, unk), normal)
+        bounds = offsets.tolist()
+        self.tokenizer = Tokenizer(
+            n_pieces, scores, (bos, eos, unk), normal, lambda i: _decode(blob, bounds, i)
+        )
         (n_tensors,) = r.take("i")
         tensors: dict[str, tuple[int, int, int]] = {}
         for _ in range(int(n_tensors)):
@@ -334,6 +368,10 @@ class E5Blas:
         """Drop the weights; the file's mapping goes with the last array that views it."""
         self._layers = []
         del self._word, self._pos, self._type, self._emb_ln, self._data
+
+
+def _decode(blob: memoryview, bounds: list[int], index: int) -> str:
+    return str(blob[bounds[index] : bounds[index + 1]], "utf-8", "replace")
 
 
 def _give_back_memory() -> None:
