@@ -11,10 +11,10 @@ later runner can finish from its pages, and finishing twice writes nothing twice
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, delete, func, insert, select, text, update
 
@@ -40,6 +40,7 @@ __all__ = [
     "StoredChunk",
 ]
 
+T = TypeVar("T")
 _TERM = re.compile(r"^\w+$")
 # SQLite ranks every passage that holds any query term; a term in most passages adds
 # little to the ranking but all of their postings to the cost. Query terms are taken
@@ -131,6 +132,15 @@ class KnowledgeStore:
 
     def __init__(self, database: Database) -> None:
         self._db = database
+        # Every write through this store bumps it: a cached "does this scope have
+        # documents?" (core/knowledge/presence.py) is stale once it moves.
+        self.writes = 0
+
+    async def _write(self, fn: Callable[[Connection], T]) -> T:
+        try:
+            return await self._db.write(fn)
+        finally:
+            self.writes += 1
 
     @property
     def dialect(self) -> str:
@@ -182,7 +192,7 @@ class KnowledgeStore:
             )
             return int(new.scalar_one()), True
 
-        doc_id, created = await self._db.write(write)
+        doc_id, created = await self._write(write)
         info = await self.get(doc_id)
         assert info is not None
         return info, created
@@ -246,7 +256,7 @@ class KnowledgeStore:
                 conn.execute(insert(KnowledgeVectorRow), vectors)
             return True
 
-        return await self._db.write(write)
+        return await self._write(write)
 
     async def fail(self, document_id: int, error: str) -> None:
         """Mark an unfinished document failed (a finished one is left as it is)."""
@@ -258,7 +268,7 @@ class KnowledgeStore:
             )
             .values(state="failed", error=clean_text(error)[:500], updated_at=utcnow())
         )
-        await self._db.write(lambda conn: conn.execute(query))
+        await self._write(lambda conn: conn.execute(query))
 
     async def unfinished(self) -> list[tuple[DocumentInfo, list[dict[str, str]]]]:
         """Documents accepted but never finished (a crash mid-way), with their pages."""
@@ -309,7 +319,7 @@ class KnowledgeStore:
             )
             return bool(gone.rowcount)
 
-        return found if await self._db.write(write) else None
+        return found if await self._write(write) else None
 
     # -- search ---------------------------------------------------------------------
 
@@ -431,9 +441,9 @@ class KnowledgeStore:
                 )
             return len(values)
 
-        return await self._db.write(write)
+        return await self._write(write)
 
     async def drop_other_models(self, model: str) -> int:
         """Delete vectors by any model but `model` (once it covers every chunk)."""
         query = delete(KnowledgeVectorRow).where(KnowledgeVectorRow.model != model)
-        return int(await self._db.write(lambda conn: conn.execute(query).rowcount))
+        return int(await self._write(lambda conn: conn.execute(query).rowcount))

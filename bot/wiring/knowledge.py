@@ -20,6 +20,7 @@ from bot.config import Settings
 from core.context.report import KnowledgeNote
 from core.jobs.runner import JobRunner
 from core.knowledge.intake import DirectIntake, KnowledgeIntake
+from core.knowledge.presence import DocumentPresence
 from core.knowledge.settings import KnowledgeSettings
 from core.knowledge.sources import KnowledgeSources
 from core.media.links import PageReader
@@ -56,6 +57,7 @@ class DaemonKnowledge:
         self.settings = settings
         self.database = database
         self.store = KnowledgeStore(database)
+        self._presence = DocumentPresence(self.store)
         self.sources = sources
         self._kb: KnowledgeBase | None = None
         self._building = asyncio.Lock()
@@ -115,8 +117,7 @@ class DaemonKnowledge:
 
     async def _has_documents(self, scope: str) -> bool:
         scopes = [GLOBAL_SCOPE] if scope == GLOBAL_SCOPE else [scope, GLOBAL_SCOPE]
-        counts = await self.store.fingerprint(scopes)
-        return any(entry[0] for entry in counts.values())
+        return await self._presence.any(scopes)
 
     # -- the turn and the tool ---------------------------------------------------------------
 
