@@ -198,3 +198,30 @@ async def test_the_tool_numbers_with_the_context_it_is_given() -> None:
     assert (await knowledge_tool(old_search).handler("x", ctx)).text == "telegram:-1 x"
     with pytest.raises(ValueError):
         knowledge_tool()
+
+
+async def test_a_background_task_numbers_its_knowledge_calls_once_across_steps() -> None:
+    """Every step of a task shares one numbering; a resumed task goes on after the numbers
+    its earlier observations showed."""
+    from datetime import UTC, datetime
+
+    from core.background.agent import task_context
+    from memory.job_types import Job
+
+    async def numbered_search(platform: str, chat: str, query: str, cited: Citations) -> str:
+        found = [hit(12, "Kettle")] if "kettle" in query else [hit(10, "Schedule")]
+        return render_for_context(found, citations=cited)
+
+    tool = knowledge_tool(numbered=numbered_search)
+    now = datetime.now(UTC)
+    job = Job(
+        "task", "telegram", "-1", "group", id=5, requester_id="7", requester_name="Bob",
+        args={}, state="running", attempts=1, max_attempts=3, claimed_by=None,
+        lease_until=None, progress={}, outcome=None, result={}, cost_tokens=0,
+        delivered_at=None, created_at=now, updated_at=now, finished_at=None,
+    )  # fmt: skip
+    ctx = task_context(job, None)
+    assert "[1] handbook.md" in (await tool.handler("schedule", ctx)).text
+    assert '[2] handbook.md · "Kettle"' in (await tool.handler("kettle", ctx)).text
+    resumed = task_context(job, None, Citations.continuing(["[1] a\n...", "[2] b\n..."]))
+    assert '[3] handbook.md · "Kettle"' in (await tool.handler("kettle", resumed)).text

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from core.background.tool import TASK_KEY
 from core.context.history_views import turn_message
 from core.jobs.runner import JobContext, JobHandler, JobOutcome
+from core.knowledge.citations import CITATIONS_KEY, Citations
 from core.tools.loop import LoopResult, RoundHooks, TurnDraft, Usage
 from core.tools.registry import ToolContext
 from memory.job_types import Job
@@ -48,15 +49,18 @@ class TaskLimits:
     bot_name: str = "the bot"
 
 
-def task_context(job: Job, memory: MemoryStore | None) -> ToolContext:
-    """The requester's context in the requester's chat: whose permissions and memory."""
+def task_context(
+    job: Job, memory: MemoryStore | None, citations: Citations | None = None
+) -> ToolContext:
+    """The requester's context in the requester's chat: whose permissions and memory, and
+    one citation numbering for every step of the task (its `knowledge` calls)."""
     return ToolContext.for_person(
         job.platform,
         job.chat_id,
         job.requester_id,
         job.requester_name,
         memory,
-        **{TASK_KEY: job.id},
+        **{TASK_KEY: job.id, CITATIONS_KEY: citations or Citations()},
     )
 
 
@@ -85,8 +89,9 @@ def task_handler(loop: TaskLoop, memory: MemoryStore | None, limits: TaskLimits)
     """The runner's handler for jobs of kind "task" (args: {"task": ...})."""
 
     async def run_task(job: Job, context: JobContext) -> JobOutcome:
-        ctx = task_context(job, memory)
         done: list[dict[str, Any]] = list(context.progress.get("turns") or [])
+        shown = [t["content"] for t in done if isinstance(t.get("content"), str)]
+        ctx = task_context(job, memory, Citations.continuing(shown))
         steps0 = int(context.progress.get("steps") or 0)
         tokens0 = int(context.progress.get("tokens") or 0)
         if done:

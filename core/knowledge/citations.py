@@ -43,12 +43,18 @@ class Citations:
             return cls()
         if note.numbers:
             return cls(note.numbers)
-        return cls(after=max((int(n) for n in _NUMBERED.findall(note.text)), default=0))
+        return cls.continuing([note.text])
+
+    @classmethod
+    def continuing(cls, shown: Iterable[str]) -> Citations:
+        """A numbering after every `[n] ` line of `shown`: a resumed background task goes
+        on after the numbers its earlier steps' observations used."""
+        return cls(after=max((int(n) for t in shown for n in _NUMBERED.findall(t)), default=0))
 
     @classmethod
     def of(cls, extra: Mapping[str, Any]) -> Citations:
-        """The turn's numbering from a tool context's `extra`; a fresh one for a context
-        made outside a turn (`/tools`, a background task), where each call starts at [1]."""
+        """The turn's (or background task's) numbering from a tool context's `extra`; a
+        fresh one for a context made elsewhere (`/tools`), where each call starts at [1]."""
         found = extra.get(CITATIONS_KEY)
         return found if isinstance(found, Citations) else cls()
 
