@@ -97,7 +97,6 @@ class Recovery:
         done = await asyncio.gather(*(self._finish_chat(rows) for rows in by_chat.values()))
         finished = sum(done)
         if finished:
-            self.counters.recovered_total += finished
             log.info("recovery: finished %d accepted message(s)", finished)
         return finished
 
@@ -121,6 +120,9 @@ class Recovery:
             if not done:
                 break
             finished += done
+            # Counted as each chat's rows are delivered, not when the whole sweep ends:
+            # /healthz must never show them delivered but not yet recovered.
+            self.counters.recovered_total += done
         return finished
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -152,7 +152,13 @@ async def test_sigkill_during_the_model_call(harness: Harness) -> None:
     second = await harness.daemon()
     turns = await harness.settled(second)
     harness.assert_each_answered_once(PEOPLE)
-    assert turns["recovered_total"] == len(PEOPLE)
+    # A chat's rows are counted when its turn has let go of the chat, a moment after
+    # their delivery is stored: wait for the count rather than read it once.
+    deadline = asyncio.get_running_loop().time() + 5.0
+    while turns["recovered_total"] < len(PEOPLE) and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.05)
+        turns = (await second.health())["turns"]
+    assert turns["recovered_total"] == len(PEOPLE), turns
     (endpoint,) = (await second.health())["models"]["llm"]  # /healthz names the endpoint
     assert endpoint["state"] == "ok" and "sk-fault-test" not in str(endpoint)
     assert (await harness.states())["delivered"] == len(PEOPLE)
