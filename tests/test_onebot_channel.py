@@ -246,6 +246,22 @@ async def test_command_reply_without_a_cached_body_reads_files_from_get_msg(rig:
     assert [f["params"] for f in lookups] == [{"message_id": seen["message_id"]}]
 
 
+async def test_a_failed_get_msg_keeps_the_cached_author_of_a_command_reply(rig: Rig) -> None:
+    """A command reply to a picture (author cached, no text or files) asks `get_msg`; when
+    that fails, the reply still names the author the bot saw."""
+    picture = {"type": "image", "data": {"file": "p.png", "url": "http://127.0.0.1:9/p.png"}}
+    seen = rig.impl.group_message([picture], user_id=33333)
+    await rig.link.send_event(seen)
+    await rig.handler.next()
+    del rig.impl.known[seen["message_id"]]  # the implementation no longer has it: refused
+    quote = {"type": "reply", "data": {"id": str(seen["message_id"])}}
+    await rig.link.send_event(rig.impl.group_message([quote, text_seg("/kb add")]))
+    command = await rig.handler.next()
+    assert command.reply_to_sender_id == "33333" and command.reply_attachments == ()
+    lookups = [f for f in drain(rig.link) if f.get("action") == "get_msg"]
+    assert len(lookups) == 1
+
+
 def text_seg(value: str) -> dict[str, object]:
     return {"type": "text", "data": {"text": value}}
 

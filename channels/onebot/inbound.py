@@ -164,11 +164,13 @@ class Inbound:
         `get_msg`. A command (`/kb add`) also asks when the caches hold neither text nor
         files of it (evicted, or the bot restarted), so a file shared before still reads."""
         key = (conn.self_id, message_id) if conn.self_id is not None else None
+        cached = Quoted()
         if key is not None:
             known = self._authors.get(key)
             text, files = self._texts.get(key), self._files_of.get(key)
+            cached = Quoted(str(known) if known is not None else None, text, files or ())
             if known is not None and (not command or text is not None or files is not None):
-                return Quoted(str(known), text, files or ())
+                return cached
         try:
             data = await conn.actions.call(
                 "get_msg",
@@ -177,16 +179,17 @@ class Inbound:
             )
         except OneBotError as exc:
             log.debug("onebot%s: get_msg %s failed: %s", conn.label, message_id, exc)
-            return Quoted()
+            return cached  # what the caches knew (the author, at least) still counts
         if not isinstance(data, dict):
-            return Quoted()
+            return cached
         sender = data.get("sender") if isinstance(data.get("sender"), dict) else {}
-        found = sender.get("user_id", data.get("user_id"))  # type: ignore[union-attr]
+        found = qq_number(sender.get("user_id", data.get("user_id")))  # type: ignore[union-attr]
+        author = found if found is not None else cached.author
         if data.get("message") is None:
-            return Quoted(qq_number(found))
+            return Quoted(author, cached.text, cached.files)
         body = interpret(normalize_message(data["message"]), conn.self_id)
         files = tuple(self._files.attachment(lambda: conn, seg) for seg in body.files)
-        return Quoted(qq_number(found), body.text or None, files)
+        return Quoted(author, body.text or None, files)
 
     def restore_attachment(self, stub: Attachment) -> Attachment | None:
         """A file or voice note of an accepted message, asked for again after a restart
