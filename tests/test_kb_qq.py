@@ -37,6 +37,19 @@ def text(value: str) -> dict[str, Any]:
     return {"type": "text", "data": {"text": value}}
 
 
+def _club_daemon(tmp_path: Path, database_url: str, model: FakeOpenAI, fake: FakeOpenAI) -> Any:
+    return daemon(
+        settings_for(
+            tmp_path,
+            database_url,
+            model,
+            onebot={"enabled": True, "host": "127.0.0.1", "port": 0},
+            bot={"admins": [f"qq:{ADMIN}"]},
+            knowledge={"embeddings": "openai", "base_url": fake.base_url},
+        )
+    )
+
+
 async def test_kb_add_as_a_reply_to_a_qq_file(
     tmp_path: Path, database_url: str, model: FakeOpenAI, fake: FakeOpenAI
 ) -> None:
@@ -49,16 +62,8 @@ async def test_kb_add_as_a_reply_to_a_qq_file(
 
     impl = FakeOneBot(self_id=QQ_SELF)
     impl.responders["get_file"] = get_file
-    settings = settings_for(
-        tmp_path,
-        database_url,
-        model,
-        onebot={"enabled": True, "host": "127.0.0.1", "port": 0},
-        bot={"admins": [f"qq:{ADMIN}"]},
-        knowledge={"embeddings": "openai", "base_url": fake.base_url},
-    )
     try:
-        async with daemon(settings) as app:
+        async with _club_daemon(tmp_path, database_url, model, fake) as app:
             (channel,) = app.channels
             assert isinstance(channel, OneBotChannel)
             link = await impl.connect_reverse(f"ws://127.0.0.1:{channel.listen_port}/onebot/v11/ws")
@@ -101,19 +106,6 @@ async def test_kb_add_as_a_reply_to_a_qq_file(
                     assert "4,300 yuan" not in seen and "minutes.pdf" not in seen
     finally:
         await impl.close()
-
-
-def _club_daemon(tmp_path: Path, database_url: str, model: FakeOpenAI, fake: FakeOpenAI) -> Any:
-    return daemon(
-        settings_for(
-            tmp_path,
-            database_url,
-            model,
-            onebot={"enabled": True, "host": "127.0.0.1", "port": 0},
-            bot={"admins": [f"qq:{ADMIN}"]},
-            knowledge={"embeddings": "openai", "base_url": fake.base_url},
-        )
-    )
 
 
 async def test_kb_add_reads_a_file_the_bot_never_saw_through_get_msg(
