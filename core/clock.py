@@ -1,9 +1,8 @@
 """The daemon's one idea of time: a Clock to read and wait on, and the UTC wall clock.
 
-Why one module: pacing (Telegram, QQ), presence, the ack reaction and the model's
-fallback all read monotonic time and wait; usage days, quotas, recovery and console
-sessions read the UTC wall clock. Each used to define its own; tests pass one fake
-(tests/fakes/manual_clock.py) wherever a Clock is taken.
+Why one module: pacing, presence and the model's fallback read monotonic time and wait;
+usage days, quotas, recovery and console sessions read the UTC wall clock. Tests pass one
+fake (tests/fakes/manual_clock.py) wherever a Clock is taken.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """A global bound on concurrent work plus a smaller bound per key (a chat, a sender).
 
-Why: with only a global bound, whoever fills it first makes everyone else wait. Three
-slow image downloads in one chat took all three image slots, and 64 turns hung on a
-model for one sender took every turn slot, so another person's photo or message waited
-for the whole timeout. With a per-key bound below the global one, one chat or one
-sender can hold at most `per_key` slots; the rest stay free for the others. A slot is
-waited for per key first and only then globally, so work queued behind its own key never
-holds a global slot. Keys are created on demand and forgotten when idle (memory stays
-bounded by the keys with work in flight or waiting).
+Why: with only a global bound, one busy chat or sender can take every slot and make
+everyone else wait out a timeout. A slot is waited for per key first and only then
+globally, so work queued behind its own key never holds a global slot. Keys are forgotten
+when idle, so memory is bounded by the keys with work in flight or waiting.
 """
 
 from __future__ import annotations

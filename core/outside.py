@@ -2,12 +2,10 @@
 the operator wrote (a page's text and title, a document, a transcript, a tool's or an MCP
 server's result) passes through `outside_text` before it is put in a prompt.
 
-Why one function: such text is written by someone who may try to talk to the model — a
-forged `[Alice]:` line, a `<system>` tag (also with full-width or small brackets), a
-`[Remember: ...]` marker. Each rule used to live beside one caller, and a caller that
-forgot one (a page's title kept its markers, MCP results kept speaker lines) was a hole.
-The words stay readable; the tricks become plain text. Markers are defused by the tool
-registry (only it knows them), passed in as `defuse`.
+Why one function: such text may try to talk to the model (a forged `[Alice]:` line, a
+`<system>` tag in any bracket form, a `[Remember: ...]` marker), and every caller must
+apply every rule. The words stay readable; the tricks become plain text. Markers are
+defused by the tool registry (only it knows them), passed in as `defuse`.
 """
 
 from __future__ import annotations

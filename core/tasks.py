@@ -18,10 +18,8 @@ log = logging.getLogger(__name__)
 class TaskTracker:
     """Every background task and turn in flight, so a stop can finish them, then cancel the rest.
 
-    Why one class: channels spawn a task per update (so a slow reply never blocks
-    receiving), the processor tracks turns and compactions, and each needs the same three
-    things: keep a strong reference (asyncio only keeps weak ones), log a failure instead
-    of losing it to "Task exception was never retrieved", and at stop wait a grace period
+    It keeps a strong reference (asyncio only keeps weak ones), logs a failure instead of
+    losing it to "Task exception was never retrieved", and at stop waits a grace period
     before cancelling what is left.
     """
 

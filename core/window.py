@@ -1,10 +1,8 @@
 """The one sliding-window counter: events per key within the last `window_s` seconds.
 
-Why one: the per-user rate limit, Telegram's per-chat send budget and the console's
-sign-in limit all ask the same two questions — how many events has this key had lately,
-and how long until there is room for one more — and each used to answer them with its
-own deque. Memory stays bounded: a key whose events have all expired is forgotten, and
-at most `max_keys` keys are kept (the least recently used go first).
+Shared by the per-user rate limit, Telegram's per-chat send budget and the console's
+sign-in limit. Memory stays bounded: a key whose events have all expired is forgotten,
+and at most `max_keys` keys are kept (the least recently used go first).
 """
 
 from __future__ import annotations
