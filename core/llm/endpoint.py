@@ -44,15 +44,13 @@ class OpenAIProvider:
     408/409/429 and 5xx up to `max_retries` times with its own backoff (honouring
     Retry-After), so the worst case is about (max_retries + 1) * timeout_s plus backoff.
 
-    Two choices for throughput (measured on 2 cores, FakeOpenAI in-process, 41-message
-    contexts): the SDK's aiohttp transport instead of its default httpx pool (whose
-    per-request pool scan made 1,000 concurrent calls 2-4x slower), and `client.post`
-    on /chat/completions instead of `chat.completions.create`, which re-walks every
-    message through its TypedDict transformer (~20 ms CPU per call, 47 calls/s; with
-    `post`, 278). `post` is the SDK's documented way to send a body as-is, with the same
-    auth, retries, timeouts, error classes and typed `ChatCompletion` parsing; our
-    messages are already plain JSON, so the transform had nothing to do. Streaming uses
-    the same `post` with `stream=True` and the SDK's `AsyncStream` of chunks.
+    Two choices for throughput: the SDK's aiohttp transport instead of its default httpx
+    pool (which scans the pool on every request, slow under many concurrent calls), and
+    `client.post` on /chat/completions instead of `chat.completions.create`, whose
+    TypedDict transformer re-walks every message although ours are already plain JSON.
+    `post` is the SDK's documented way to send a body as-is, with the same auth, retries,
+    timeouts, error classes and typed `ChatCompletion` parsing; streaming uses it with
+    `stream=True` and the SDK's `AsyncStream` of chunks.
 
     Streaming: the SDK retries opening the stream as it retries `chat`. A stream that
     breaks or stalls for `stream_stall_s` after it opened is opened again (up to
