@@ -1,31 +1,25 @@
 """The scheduler: claims each due occurrence once, sends it, marks it; finishes what a
 dead process claimed.
 
-Exactly once, step by step (claim -> send -> mark, like the intake's answered ->
-delivered): the claim is one transaction that moves the reminder on and inserts the
-occurrence's run row (memory/reminders.py), so only one replica or process can take an
-occurrence. The send goes through the core's one door (`Outbox.send_proactive`) with no
-model on the path. The mark is one conditional UPDATE. A crash between the claim and the
-mark leaves a `claimed` run that recovery sends again (late). The one window that can
-repeat a reminder is the single write after the platform confirmed the send and before
-the mark was stored; the intake's answered -> delivered step has the same window. It
-lasts from the moment the receiver has the message until the mark commits: for a slow
-HTTP push that is the receiver's whole answer time (up to its 10 s timeout), so every
-send carries the occurrence's id (`occurrence_id`) for the receiver to drop a repeat.
+Exactly once as claim -> send -> mark: the claim is one transaction that moves the
+reminder on and inserts the occurrence's run row (memory/reminders.py), so only one
+process takes an occurrence; the send goes through the core's one door
+(`Outbox.send_proactive`); the mark is one conditional UPDATE. A crash before the send
+leaves a `claimed` run that recovery sends (late). The one-write window: a crash after
+the platform took the send and before the mark commits repeats it, so every send carries
+`occurrence_id` for the receiver to drop the repeat.
 
-While an occurrence is being sent, its sender holds a lock on it (a PostgreSQL advisory
+While an occurrence is being sent its sender holds a lock on it (a PostgreSQL advisory
 lock, or in-process on SQLite, where one process owns the database), so recovery on
 another replica only takes runs whose sender is gone.
 
-Late and missed: an occurrence sent after its time because the daemon was down (due
-before this process started, or finished by recovery) says it is late and when it was
-due. One older than `catch_up_s` is not sent but recorded `missed` (shown in `/remind
-list`). A repeating reminder catches up at most its latest occurrence.
+An occurrence sent late (the daemon was down) says when it was due; one older than
+`catch_up_s` is recorded `missed` instead. A repeating reminder catches up at most its
+latest occurrence.
 
-Scheduled tasks are a model turn: a message from the task's owner with the id
-`schedule:<id>:<due>` goes through the processor, so the intake's own exactly-once,
-recovery and delivery apply; a model failure is answered in the chat by the processor
-and logged here.
+Scheduled tasks are a model turn: a message from the owner with the id
+`schedule:<id>:<due>` goes through the processor, so the intake's exactly-once, recovery
+and delivery apply.
 """
 
 from __future__ import annotations
