@@ -1,13 +1,11 @@
 """The task job: a background helper's own tool loop, checkpointed after every step.
 
 Why its own room: a task runs minutes after its turn, so the rules a turn gets from its
-processor are set here once: the tool context is the requester's (their tool
-permissions, checked again on every call by the loop; their memory only, never another
-chat's history: the helper sees the task text and nothing else), the steps are capped at
-`[jobs] max_steps`, the tokens at `[jobs] max_tokens` (the loop's meter counts them to the
-requester). Each step's turns go into the job's checkpoint, so a process killed mid-task
-resumes from its last stored step instead of starting over. A task that used every
-step, or its budget, says so plainly with what it has, never "done".
+processor are set here: the requester's tool context (their permissions, checked again
+on every call; their memory only, never another chat's history), steps capped at
+`[jobs] max_steps`, tokens at `[jobs] max_tokens` (counted to the requester). Each step's
+turns go into the job's checkpoint, so a killed process resumes from the last stored
+step. A task cut short says so with what it has, never "done".
 """
 
 from __future__ import annotations
