@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 
 def reaction_emoji() -> frozenset[str]:
-    """Telegram's reaction emoji, read only when a reaction is configured: importing
-    python-telegram-bot costs about 8 MiB, which a deployment without Telegram keeps."""
+    """Telegram's reaction emoji, read only when a reaction is configured, so a
+    deployment without Telegram never imports python-telegram-bot."""
     from telegram.constants import ReactionEmoji
 
     return frozenset(emoji.value for emoji in ReactionEmoji)
@@ -37,8 +37,8 @@ class TelegramConfig(Section):
     webhook_port: int = Field(8443, ge=1, le=65535)
     webhook_secret: SecretStr | None = None
     poll_stall_s: float = Field(90.0, gt=0)
-    # Moved to [bot] rate_limit_per_min (every channel); set explicitly here, it is still
-    # used for [bot] when that is not set, and a line at start says so (bot/config.py).
+    # Deprecated for [bot] rate_limit_per_min (every channel); set explicitly here, it is
+    # still used for [bot] when that is not set, and a line at start says so (bot/config.py).
     rate_limit_per_min: int = Field(20, ge=0)
     answer_edited: bool = False
     # Replies grow in place while the model writes (a draft in DMs, an edited message in

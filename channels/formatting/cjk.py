@@ -3,12 +3,12 @@
 Why: CommonMark decides whether `**` opens or closes emphasis by what is on either
 side. A closing `**` after punctuation must be followed by a space or punctuation, so
 `**注意：**这是重点` (bold ending in a full-width colon, the next word right after it,
-as CJK text has no spaces) keeps its literal `**` in every CommonMark renderer. Models
-write exactly this all the time, and the reader sees the symbols.
+as CJK text has no spaces) keeps its literal `**` in every CommonMark renderer, and
+models write exactly this.
 
 The rule here: where CommonMark asks for whitespace or punctuation on the far side of
 a delimiter run that touches punctuation, a CJK character counts too. Text without CJK
-characters parses exactly as before; `_` keeps its intraword rule (snake_case stays).
+characters parses as plain CommonMark; `_` keeps its intraword rule (snake_case stays).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ ConnectionFor = Callable[[], OneBotConnection]
 FILES_MAX_BYTES = 20 * 1024 * 1024  # documents and voice; the readers apply their own caps
 # A get_file/get_record answer carries the file as base64 (4/3 of its size) in one frame:
 # the file cap must stay below what one answer frame may hold, or a file within the cap
-# could never arrive (and before the answer cap existed, it closed the link).
+# could never arrive.
 _ANSWER_SLACK = 64 * 1024  # the rest of the answer: file name, path, url, echo
 assert FILES_MAX_BYTES * 4 // 3 + _ANSWER_SLACK <= MAX_ANSWER_BYTES
 VOICE_FORMAT = "mp3"  # what get_record is asked to hand back (transcription takes it as is)
@@ -71,7 +71,7 @@ class QQFiles:
 
     def restore(self, stub: Attachment, connection: ConnectionFor) -> Attachment | None:
         """The attachment of an accepted message, rebuilt from its locator after a restart
-        (a bare URL: the locator of earlier versions). None: nothing to ask for."""
+        (or a bare URL, which older stored rows hold). None: nothing to ask for."""
         if not stub.locator:
             return None
         if _is_http(stub.locator):

@@ -4,9 +4,8 @@ Why lazy: most group photos are never looked at (the bot was not called), so byt
 fetched only when the vision path asks. Why bounded: a user picks what to upload, so
 the declared size, the size getFile reports, the bytes received and the time taken are
 all capped; a refusal raises the same DownloadError family the other channels use.
-The file is streamed and reading stops at the cap whatever the sizes said: getFile may
-under-report a size or omit it, and buffering a 300 MB file before checking it is the
-memory blow-up the cap is there to prevent.
+The file is streamed and reading stops at the cap whatever the sizes said, because
+getFile may under-report a size or omit it.
 """
 
 from __future__ import annotations

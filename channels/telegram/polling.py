@@ -1,10 +1,10 @@
 """Long-polling liveness: know when getUpdates last worked, and restart it when it stops.
 
-Why: a long poll that silently stops (a half-open TCP connection, a dead polling task,
-another instance stealing the token with 409 Conflict) is the most reported failure of
-Telegram bots: the process looks alive and answers nobody. Here the request layer
-reports every getUpdates outcome to a PollMonitor, and a PollSupervisor restarts the
-updater, with backoff, when no poll has succeeded for `poll_stall_s`.
+Why: a long poll can stop silently (a half-open TCP connection, a dead polling task,
+another instance stealing the token with 409 Conflict), and then the process looks alive
+and answers nobody. The request layer reports every getUpdates outcome to a PollMonitor,
+and a PollSupervisor restarts the updater, with backoff, when no poll has succeeded for
+`poll_stall_s`.
 """
 
 from __future__ import annotations
