@@ -1,13 +1,9 @@
 """The Telegram channel: python-telegram-bot's Application, polling or webhook.
 
-Every message goes to the daemon's handler (it applies the trigger policy and the rate
-limit, and keeps untriggered group messages as context). Everything the daemon answers
-comes back through `send` (the model's Markdown rendered as entities, split to
-Telegram's limit, threaded to the triggering message in groups; our own texts, command
-answers and notices, plain; a private answer in the sender's DM) or grows in place
-through `open_stream` (stream.py). Polling is watched by a supervisor
-(see polling.py) so a silent stall or a 409 Conflict is reported and recovered, and
-health() says so.
+Every message goes to the daemon's handler, which decides what is answered. Answers come
+back through `send` (Markdown as entities, split to Telegram's limit, threaded in groups;
+our own texts plain) or grow in place through `open_stream` (stream.py). A supervisor
+(polling.py) recovers a silent poll stall or a 409 Conflict, and health() reports it.
 """
 
 from __future__ import annotations
