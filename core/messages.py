@@ -152,15 +152,14 @@ class OutboundMessage:
     # A channel's record of messages already showing this reply (a stream that died):
     # complete those instead of sending a second copy. See core/streaming.py.
     resume: dict[str, Any] | None = None
-    # Address this person in a group (a Telegram mention, a QQ at): a proactive message
-    # such as a reminder, sent when nobody in the chat asked for it at that moment.
+    # Address this person in a group (a Telegram mention, a QQ at), for a proactive
+    # message such as a reminder that nobody in the chat just asked for.
     mention_user_id: str | None = None
     # A spoken version of `text` (OGG/Opus for Telegram, any format NapCat takes for QQ),
     # sent beside the text; a channel that cannot send audio sends the text alone.
     audio: bytes | None = None
-    # A picture (PNG/JPEG bytes) sent with `text` as its caption (a drawn image): Telegram
-    # sendPhoto, a QQ image segment; a channel that cannot show pictures sends the text
-    # with a note instead (core/turn/delivery.py).
+    # A picture (PNG/JPEG bytes) with `text` as its caption; a channel that cannot show
+    # pictures sends the text with a note instead (core/turn/delivery.py).
     image: bytes | None = None
     # The reminder (or scheduled task) this message delivers, for channels that report
     # it (the HTTP push body).
