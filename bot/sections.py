@@ -267,7 +267,7 @@ class JobsConfig(Section):
     max_running: int = Field(2, ge=1, le=64)  # jobs running at once in this process
     max_per_user: int = Field(3, ge=0)  # queued or running per person; 0: no limit
     lease_s: float = Field(60.0, ge=5, le=3600)  # a dead process's job is taken over after this
-    # Background tasks (the model's `spawn` tool, core/tasks/): who may start one, and how
+    # Background tasks (the model's `spawn` tool, core/background/): who may start one, and how
     # far one task may go (tool rounds; tokens, counted to its requester's usage).
     spawn_allow: Allow = "everyone"
     max_steps: int = Field(12, ge=1, le=100)
