@@ -5,7 +5,7 @@ the pages read through memory.browse and memory.activity and change things throu
 services the chat commands use (`MemoryService`, `ChatSettingsStore`). See docs/console.md.
 
 Console, ConsoleDeps and console_site are imported on first use: the pages pull in Jinja2
-and the charts (a few MiB resident), which a daemon without `[web] password` never needs.
+and the charts, which a daemon without `[web] password` never needs.
 """
 
 from __future__ import annotations

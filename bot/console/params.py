@@ -2,8 +2,8 @@
 
 Why: a page number like `²` passes str.isdigit() but not int(); a 30-digit one passes
 int() but overflows the database's 64-bit ids; a CR/LF in a redirect target cannot go
-into a Location header. Each of these used to end as a 500 (or a dropped connection);
-now each is a `BadInput` the guard turns into a 400 page that says what was wrong.
+into a Location header. Each is a `BadInput` the guard turns into a 400 page that says
+what was wrong, never a 500.
 """
 
 from __future__ import annotations
