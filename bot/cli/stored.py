@@ -1,8 +1,8 @@
 """What the subcommands that read the database share: the store, opened for one command
 and closed after it, and the `cancel <id>` action with the id as people type it.
 
-Why one place: `memory`, `turns`, `usage`, `reminders` and `jobs` each opened and closed
-the store, and the two that cancel each parsed `12` or `#12` themselves.
+Why one place: `memory`, `turns`, `usage`, `reminders` and `jobs` open and close the
+store the same way, and `reminders` and `jobs` read `12` or `#12` the same way.
 """
 
 from __future__ import annotations
