@@ -101,12 +101,13 @@ Send = Callable[[OutboundMessage], Awaitable[Sent]]
 
 
 def outcome_message(job: Job, text: str, image: bytes | None = None) -> OutboundMessage:
-    """A job's outcome in its chat: in a group it answers the message that asked."""
+    """A job's outcome in its chat, as a reply to the message that asked (it comes late,
+    after other messages, in a DM too); where that message is gone it goes plainly."""
     group = job.chat_type == "group"
     return message_to(
         job,
         text,
-        quoting=job.origin_message_id if group else None,
+        quoting=job.origin_message_id,
         image=image,
         mention_user_id=job.requester_id if group and not job.origin_message_id else None,
         occurrence_id=f"job:{job.id}",  # the same on a resend after a crash
