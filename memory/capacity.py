@@ -75,6 +75,24 @@ async def other_replicas(database: Database) -> int:
     return int(await database.read(lambda conn: conn.execute(query).scalar_one()))
 
 
+_LIVE = text(
+    "SELECT DISTINCT application_name FROM pg_stat_activity WHERE application_name LIKE :prefix"
+)
+
+
+async def live_replicas(database: Database) -> frozenset[str]:
+    """The replica ids of the daemons that have a session on this database now (this one's
+    too): a claim held by any other replica is a dead process's."""
+    head = application_name(database.target, "-")[:-1]  # "chatterd/<schema>/"
+    prefix = head.replace("%", r"\%").replace("_", r"\_") + "%"
+    query = _LIVE.bindparams(prefix=prefix)
+    names = await database.read(lambda conn: conn.execute(query).scalars().all())
+    live = {str(name)[len(head) :] for name in names}
+    if database.replica:
+        live.add(database.replica)
+    return frozenset(live)
+
+
 def budget_problem(budget: ConnectionBudget, limit: ServerLimit, others: int = 0) -> str | None:
     """One line naming the keys when the budget does not fit, else None. `others`: the
     replicas already running, which may be more than `[storage] replicas` says."""

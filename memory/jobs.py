@@ -13,11 +13,11 @@ once (a crash in the instant between the send and that write sends it again).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, insert, or_, select, true, update
+from sqlalchemy import ColumnElement, Connection, and_, func, insert, or_, select, true, update
 
 from memory.job_types import FINISHED, Job, JobDraft, JobRefused
 from memory.migrate import Database
@@ -145,18 +145,18 @@ class JobStore:
         lease_s: float,
         kinds: Sequence[str],
         skip: Sequence[int] = (),
+        live: Collection[str] | None = None,
     ) -> Job | None:
-        """The oldest job of `kinds` that is queued, or whose runner's lease ran out, now
-        running under `worker`'s lease; None when there is none (or another won it).
-        `skip`: the jobs this worker runs now (its own lease may have run out in a stall:
-        it must not start a second handler for one of them)."""
+        """The oldest job of `kinds` that is queued, or whose runner is gone, now running
+        under `worker`'s lease; None when there is none (or another won it). A runner is
+        gone when its lease ran out, or at once when `live` (the workers known to be
+        alive; None: not known) does not name it. `skip`: the jobs this worker runs now
+        (its own lease may have run out in a stall: it must not start a second handler
+        for one of them)."""
         claimable = and_(
             JobRow.kind.in_(tuple(kinds)),
             JobRow.id.not_in(tuple(skip)) if skip else true(),
-            or_(
-                JobRow.state == "queued",
-                and_(JobRow.state == "running", JobRow.lease_until < now),
-            ),
+            or_(JobRow.state == "queued", and_(JobRow.state == "running", _gone(now, live))),
         )
         oldest = select(JobRow.id).where(claimable).order_by(JobRow.id).limit(1)
         lease = now + timedelta(seconds=lease_s)
@@ -240,13 +240,15 @@ class JobStore:
         values = {"state": "failed", "outcome": outcome, "lease_until": None}
         return await self._update(where, finished_at=now, updated_at=now, **values)
 
-    async def spent(self, now: datetime, limit: int = 20) -> list[Job]:
-        """Jobs whose runner died on the last allowed attempt (lease out, none left)."""
+    async def spent(
+        self, now: datetime, limit: int = 20, live: Collection[str] | None = None
+    ) -> list[Job]:
+        """Jobs whose runner died on the last allowed attempt (gone, none left)."""
         query = (
             _JOBS.select()
             .where(
                 JobRow.state == "running",
-                JobRow.lease_until < now,
+                _gone(now, live),
                 JobRow.attempts >= JobRow.max_attempts,
             )
             .order_by(JobRow.id)
@@ -268,18 +270,21 @@ class JobStore:
         )
         return await _JOBS.all(self._db, query)
 
-    async def take_delivery(self, job: Job, worker: str, now: datetime, lease_s: float) -> bool:
+    async def take_delivery(
+        self,
+        job: Job,
+        worker: str,
+        now: datetime,
+        lease_s: float,
+        live: Collection[str] | None = None,
+    ) -> bool:
         """Claim sending a finished job's unsent outcome (one process sends it, not every
-        replica): free when nobody holds it, its holder's hold ran out, or it is ours."""
+        replica): free when nobody holds it, its holder is gone, or it is ours."""
         where = and_(
             JobRow.id == job.id,
             JobRow.state.in_(FINISHED),
             JobRow.delivered_at.is_(None),
-            or_(
-                JobRow.lease_until.is_(None),
-                JobRow.lease_until < now,
-                JobRow.claimed_by == worker,
-            ),
+            or_(JobRow.lease_until.is_(None), _gone(now, live), JobRow.claimed_by == worker),
         )
         lease = now + timedelta(seconds=lease_s)
         return await self._update(where, claimed_by=worker, lease_until=lease)
@@ -316,3 +321,11 @@ class JobStore:
     async def _update(self, where: Any, **values: Any) -> bool:
         statement = update(JobRow).where(where).values(**values)
         return await self._db.write(lambda conn: conn.execute(statement).rowcount == 1)
+
+
+def _gone(now: datetime, live: Collection[str] | None) -> ColumnElement[bool]:
+    """The row's claimer is gone: its lease ran out, or it is known not to be alive."""
+    expired = JobRow.lease_until < now
+    if live is None:
+        return expired
+    return or_(expired, JobRow.claimed_by.is_(None), JobRow.claimed_by.not_in(tuple(live)))

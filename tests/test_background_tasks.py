@@ -26,7 +26,7 @@ from memory.store import SqlStorage
 from memory.usage import UsageScope
 from tests.fakes.onebot_impl import FakeOneBot
 from tests.fakes.openai_server import FakeOpenAI, FakeReply, content_text
-from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, user
+from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, private_chat, user
 from tests.rig import ADMIN, build_rig, daemon, msg, settings_for, telegram_section
 
 ALICE = user(1001, "Alice")
@@ -359,3 +359,75 @@ async def test_qq_group_task_answer_is_a_reply_to_the_message_that_asked(
     assert "".join(s["data"].get("text", "") for s in segments[1:]).endswith(
         "Shop A is cheaper: 3 € against 4 €."
     )
+
+
+async def test_a_private_task_answer_is_a_reply_too_that_telegram_sends_if_the_ask_is_gone(
+    tmp_path: Path, database_url: str, model: FakeOpenAI, tg: FakeTelegram
+) -> None:
+    """In a DM the answer comes minutes later, after other messages: it quotes the ask,
+    and asks Telegram to send it anyway where that message was deleted meanwhile."""
+    settings = settings_for(
+        tmp_path, database_url, model, telegram=telegram_section(tg), tools={"search": True}
+    )
+    async with daemon(settings, Seams(search=ShopSearch())) as app:
+        asked = tg.push_message(private_chat(ALICE), ALICE, "which shop is cheaper, A or B?")
+        (_ack, answer) = await tg.wait_for("sendMessage", 2, within_s=20)
+        assert app.jobs is not None
+        await app.jobs.idle()
+    assert answer.params["text"].endswith("Shop A is cheaper: 3 € against 4 €.")
+    assert answer.params["reply_parameters"] == {
+        "message_id": asked["message_id"],
+        "allow_sending_without_reply": True,
+    }
+
+
+async def _qq_task(tmp_path: Path, database_url: str, event: Any, gone: set[int]) -> Any:
+    """A QQ daemon asked for a task by `event`; the implementation's sent messages."""
+    impl = FakeOneBot(self_id=10001)
+    impl.gone = gone
+    onebot = {"enabled": True, "host": "127.0.0.1", "port": 0}
+    async with FakeOpenAI(reply=shopping(1), model="chat-model") as model:
+        settings = settings_for(
+            tmp_path, database_url, model, onebot=onebot, tools={"search": True}
+        )
+        try:
+            async with daemon(settings, Seams(search=ShopSearch())) as app:
+                (channel,) = app.channels
+                assert isinstance(channel, OneBotChannel)
+                url = f"ws://127.0.0.1:{channel.listen_port}/onebot/v11/ws"
+                link = await impl.connect_reverse(url)
+                await link.next_action("get_login_info")
+                await link.send_event(event(impl))
+                sent = await impl.wait_sent(2, limit_s=20)
+        finally:
+            await impl.close()
+    return sent, impl.refused
+
+
+async def test_qq_private_task_answer_quotes_the_message_that_asked(
+    tmp_path: Path, database_url: str
+) -> None:
+    words = [{"type": "text", "data": {"text": "which shop is cheaper?"}}]
+    (_ack, answer), refused = await _qq_task(
+        tmp_path, database_url, lambda impl: impl.private_message(words, message_id=778), set()
+    )
+    assert answer["action"] == "send_private_msg"
+    assert answer["params"]["message"][0] == {"type": "reply", "data": {"id": "778"}}
+    assert refused == []
+
+
+async def test_qq_task_answer_goes_plainly_when_the_message_that_asked_is_gone(
+    tmp_path: Path, database_url: str
+) -> None:
+    """QQ refuses a send that quotes a recalled message: the answer goes once, unquoted."""
+    words = [
+        {"type": "at", "data": {"qq": "10001"}},
+        {"type": "text", "data": {"text": " which shop is cheaper?"}},
+    ]
+    (_ack, answer), refused = await _qq_task(
+        tmp_path, database_url, lambda impl: impl.group_message(words, message_id=779), {779}
+    )
+    segments = answer["params"]["message"]
+    assert [s["type"] for s in segments] == ["text"]
+    assert segments[0]["data"]["text"].endswith("Shop A is cheaper: 3 € against 4 €.")
+    assert [r["action"] for r in refused] == ["send_group_msg", "send_group_msg"]

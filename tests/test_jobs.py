@@ -331,3 +331,47 @@ async def test_two_replicas_send_a_stored_outcome_once(storage: SqlStorage) -> N
     go.set()
     await live.idle()
     assert [m.text for m in chat.sent] == ["from the dead one", "the live one's"]
+
+
+async def test_a_claim_held_by_a_worker_known_dead_is_taken_at_once_not_after_its_lease(
+    storage: SqlStorage,
+) -> None:
+    """The lease (60 s) is only the fallback: a runner told which workers are alive takes
+    a dead one's running job, its spent job and its undelivered outcome on the next pass."""
+    now = utc_now()
+    job = await storage.jobs.add(draft(to=2))
+    assert await storage.jobs.claim("dead", now, 60, ["count"]) is not None
+    alive = frozenset({"b", "other"})
+    assert await storage.jobs.claim("b", now, 60, ["count"]) is None  # lease only: not yet
+    assert await storage.jobs.claim("b", now, 60, ["count"], live=frozenset({"dead"})) is None
+    taken = await storage.jobs.claim("b", now, 60, ["count"], live=alive)
+    assert taken is not None and taken.id == job.id and taken.attempts == 2
+
+    async def everyone_but_dead() -> frozenset[str] | None:
+        return alive
+
+    chat = Chat()
+    dying = await storage.jobs.add(draft(to=1))
+    assert await storage.jobs.claim("dead", now, 60, ["count"]) is not None
+    assert await storage.jobs.finish(dying, "dead", "done", "kept outcome", hold_s=60)
+    other = JobRunner(
+        storage.jobs,
+        {"count": counted},
+        chat.send,
+        worker="other",
+        lease_s=60,
+        liveness=everyone_but_dead,
+    )
+    await other.tick()
+    await other.idle()
+    assert "kept outcome" in [m.text for m in chat.sent]  # sent now, not after the hold
+
+
+async def test_live_replicas_on_postgresql_name_this_daemon(storage: SqlStorage) -> None:
+    if storage.database.dialect != "postgresql":
+        pytest.skip("replicas are seen through pg_stat_activity on PostgreSQL only")
+    from memory.capacity import live_replicas
+
+    assert storage.database.replica is None or storage.database.replica in await live_replicas(
+        storage.database
+    )

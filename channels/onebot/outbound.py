@@ -121,7 +121,7 @@ class Outbound:
             kind, number = parse_chat_id(message.chat_id)
         except ValueError as exc:
             raise DeliveryError(f"onebot: {exc}", permanent=True) from None
-        reply_to = message.reply_to_message_id if kind == "group" else None
+        reply_to = message.reply_to_message_id
         mention = message.mention_user_id if kind == "group" else None
         destination = Destination(kind, number, reply_to=reply_to, mention=mention)
         loop = asyncio.get_running_loop()
@@ -228,9 +228,22 @@ class Outbound:
         segments.append(image_segment(image))
         if caption.strip():
             segments.append(text_segment(caption[:QQ_TEXT_LIMIT]))
+        return self._note_sent(account, await self._send_segments(account, destination, segments))
+
+    async def _send_segments(
+        self, account: str, destination: Destination, segments: list[Segment]
+    ) -> Any:
+        """One message; a quote of a message QQ no longer has (recalled, or too old) makes
+        the implementation refuse the whole send, so it goes again once without the quote."""
         action, params = _message_params(destination, segments)
-        data = await self._pacer.send(account, partial(self._call, account, action, params))
-        return self._note_sent(account, data)
+        try:
+            return await self._pacer.send(account, partial(self._call, account, action, params))
+        except ActionFailed as exc:
+            if not segments or segments[0].get("type") != "reply":
+                raise
+            log.info("onebot[%s]: %s; sending it without the quote", account, exc)
+        action, params = _message_params(destination, segments[1:])
+        return await self._pacer.send(account, partial(self._call, account, action, params))
 
     async def _in_pieces(self, account: str, destination: Destination, text: str) -> list[str]:
         pieces = split_text(text, QQ_TEXT_LIMIT) if text else []
@@ -243,12 +256,12 @@ class Outbound:
                 segments.append(at_segment(destination.mention))
                 piece = f" {piece}"
             segments.append(text_segment(piece))
-            action, params = _message_params(destination, segments)
             try:
-                data = await self._pacer.send(account, partial(self._call, account, action, params))
+                data = await self._send_segments(account, destination, segments)
             except OneBotUnavailable:
                 if index == 0:
                     raise
+                action = _message_params(destination, segments)[0]
                 raise ConnectionLost(
                     f"{action}: connection gone after {index} of {len(pieces)} parts"
                 ) from None

@@ -6,7 +6,8 @@ rules live here once:
 
 - a job is claimed by one process under a lease (memory/jobs.py) and the lease is renewed
   while its handler works; a handler whose lease is lost (cancelled, or taken over after a
-  stall) is stopped;
+  stall) is stopped; a claim held by a process known to be dead (`Liveness`) is taken at
+  once, and the lease's end is the fallback where that cannot be known;
 - a handler may store checkpoints (`JobContext.checkpoint`): a job claimed again after its
   process died resumes from there, up to `max_attempts`;
 - a handler that raises is retried (its lease is let go) until its attempts are spent,
@@ -37,6 +38,13 @@ if TYPE_CHECKING:  # the store itself is the seam's type; core never loads it at
 log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_S = 60.0
+
+# Which workers are alive now: None when that cannot be known (then only leases tell).
+Liveness = Callable[[], Awaitable[frozenset[str] | None]]
+
+
+async def unknown_liveness() -> frozenset[str] | None:
+    return None
 
 
 class JobLost(Exception):
@@ -101,12 +109,13 @@ Send = Callable[[OutboundMessage], Awaitable[Sent]]
 
 
 def outcome_message(job: Job, text: str, image: bytes | None = None) -> OutboundMessage:
-    """A job's outcome in its chat: in a group it answers the message that asked."""
+    """A job's outcome in its chat, as a reply to the message that asked (it comes late,
+    after other messages, in a DM too); where that message is gone it goes plainly."""
     group = job.chat_type == "group"
     return message_to(
         job,
         text,
-        quoting=job.origin_message_id if group else None,
+        quoting=job.origin_message_id,
         image=image,
         mention_user_id=job.requester_id if group and not job.origin_message_id else None,
         occurrence_id=f"job:{job.id}",  # the same on a resend after a crash
@@ -127,6 +136,7 @@ class JobRunner:
         lease_s: float = DEFAULT_LEASE_S,
         interval_s: float = 1.0,
         clock: WallClock = utc_now,
+        liveness: Liveness = unknown_liveness,
     ) -> None:
         self._queue = queue
         self._handlers = dict(handlers)
@@ -136,6 +146,7 @@ class JobRunner:
         self._lease_s = lease_s
         self._interval_s = interval_s
         self._clock = clock
+        self._liveness = liveness
         self._running: dict[int, asyncio.Task[None]] = {}
 
     @property
@@ -155,8 +166,9 @@ class JobRunner:
     async def tick(self) -> int:
         """Send stored outcomes, close jobs whose attempts are spent, start what fits.
         Returns how many jobs were started."""
-        await self._deliver_stored()
-        await self._close_spent()
+        live = await self._liveness()
+        await self._deliver_stored(live)
+        await self._close_spent(live)
         started = 0
         while self._handlers and len(self._running) < self._max_running:
             job = await self._queue.claim(
@@ -165,6 +177,7 @@ class JobRunner:
                 self._lease_s,
                 tuple(self._handlers),
                 skip=tuple(self._running),  # never a second handler for one job
+                live=live,
             )
             if job is None:
                 break
@@ -257,9 +270,9 @@ class JobRunner:
         if await self._queue.finish(job, self._worker, "failed", text, hold_s=self._lease_s):
             await self._deliver(job, text)
 
-    async def _close_spent(self) -> None:
+    async def _close_spent(self, live: frozenset[str] | None) -> None:
         now = self._clock()
-        for job in await self._queue.spent(now):
+        for job in await self._queue.spent(now, live=live):
             text = (
                 f"Sorry, job #{job.id} ({job.kind}) could not be finished: it was "
                 f"interrupted {job.attempts} times."
@@ -269,14 +282,15 @@ class JobRunner:
                     "jobs: #%d (%s) interrupted %d times; given up", job.id, job.kind, job.attempts
                 )
 
-    async def _deliver_stored(self) -> None:
+    async def _deliver_stored(self, live: frozenset[str] | None) -> None:
         # A job running here when the read begins is its own run's to send: it may be
         # sent and marked, and gone from `_running`, by the time the (older) rows arrive.
         busy = set(self._running)
         for job in await self._queue.undelivered():
             if job.id in busy or job.id in self._running or job.outcome is None:
                 continue
-            if not await self._queue.take_delivery(job, self._worker, self._clock(), self._lease_s):
+            now = self._clock()
+            if not await self._queue.take_delivery(job, self._worker, now, self._lease_s, live):
                 continue  # another replica is sending it
             await self._deliver(job, job.outcome, stored_image(job.result), job.result)
 

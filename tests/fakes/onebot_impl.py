@@ -135,6 +135,7 @@ class FakeOneBot:
         self.refused: list[dict[str, Any]] = []  # actions answered "failed": {"action", "at"}
         self.known: dict[int, dict[str, Any]] = {}  # message_id -> message (for get_msg)
         self.emoji_likes: list[dict[str, Any]] = []  # set_msg_emoji_like params (NapCat)
+        self.gone: set[int] = set()  # recalled messages: a send quoting one is refused
         self._ids = itertools.count(5000)
         self._session: aiohttp.ClientSession | None = None
         self._runners: list[web.AppRunner] = []
@@ -192,6 +193,10 @@ class FakeOneBot:
         return {"status": "ok", "retcode": 0, "data": data, "echo": echo}
 
     def _sent(self, params: dict[str, Any]) -> dict[str, Any]:
+        segments = params.get("message")
+        first = segments[0] if isinstance(segments, list) and segments else {}
+        if first.get("type") == "reply" and int(first["data"]["id"]) in self.gone:
+            raise ActionRefused(1200, "消息不存在")
         message_id = next(self._ids)
         action = params.pop("_action")
         self.sent.append(
