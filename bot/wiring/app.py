@@ -45,12 +45,12 @@ from channels.base import Channel, ChannelHealth
 from core.clock import WallClock, utc_now
 from core.context import ContextBuilder
 from core.context.tail import turn_material
-from core.context.tokens import get_counter
 from core.jobs.runner import JobRunner
 from core.llm import FallbackProvider, LLMProvider
 from core.media.vision import VisionReader
 from core.reminders.scheduler import Scheduler
 from core.reminders.service import Reminders
+from core.text.tokens import get_counter
 from core.tools.builtin import default_registry
 from core.tools.loop import ToolLoop
 from core.tools.search import SearchBackend, duckduckgo_backend
