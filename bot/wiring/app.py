@@ -38,7 +38,7 @@ from bot.wiring.models import (
     vision_reader,
 )
 from bot.wiring.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
-from bot.wiring.reminders import add_commands, build_reminders, build_scheduler
+from bot.wiring.reminders import add_commands, add_remind_tool, build_reminders, build_scheduler
 from bot.wiring.shared_media import SharedMedia
 from bot.wiring.storage import open_daemon_storage
 from channels.base import Channel, ChannelHealth
@@ -394,7 +394,8 @@ class App:
             backend = duckduckgo_backend(tools.search_results, tools.search_timeout_s)
             self._stack.callback(backend.close)
             search = backend
-        registry = default_registry(search, search_enabled=tools.search, reminders=self.reminders)
+        registry = default_registry(search, search_enabled=tools.search)
+        add_remind_tool(registry, self.reminders)  # the guide keeps Remind right after Forget
         if mcp is not None and tools.mode == "markers":
             registry.register(mcp.marker_tool())  # `[Call: server__tool {...}]`
         self._shared.add_tools(registry)
