@@ -26,9 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.results import cpu_model, load_average, write_section  # noqa: E402
-from core.context.tokens import get_counter  # noqa: E402
 from core.llm.endpoint import OpenAIProvider  # noqa: E402
 from core.messages import ChatType, InboundMessage, OutboundMessage  # noqa: E402
+from core.text.tokens import get_counter  # noqa: E402
 from core.turn.chime import DEFAULT_GAP_S, ChimeLevel, ChimeWindows  # noqa: E402
 from core.turn.chiming import SILENT, ChimeIn  # noqa: E402
 from memory.store import open_storage  # noqa: E402

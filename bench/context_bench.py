@@ -11,12 +11,12 @@ What is measured (see bench/RESULTS.md, section "Context engine"):
   and history as OpenAI message dicts with no stored counts, so kept turns are tokenized.
 - reference `trim_messages`: `langchain_core.messages.trim_messages(strategy="last",
   include_system=True)` with a token counter built on the same exact counter and the same
-  per-message overhead (`core.context.tokens.message_tokens`), given LangChain messages built
+  per-message overhead (`core.text.tokens.message_tokens`), given LangChain messages built
   beforehand (their native input), system prompt = our full unconstrained prompt.
 - reference `len//4`: a Loom-style assembler that estimates every message as
   `len(text) // 4` and keeps the newest messages whose estimates fit.
 
-Every output is counted exactly with `core.context.tokens.count_messages` against the same
+Every output is counted exactly with `core.text.tokens.count_messages` against the same
 prompt budget (8k / 32k / 128k tokens, reply primer included). Speed is reported as ratios against
 `trim_messages` run in the same process on the same inputs; peak memory is measured in a
 separate untimed run with tracemalloc.
@@ -61,15 +61,15 @@ from core.context.parts import (  # noqa: E402
     retrieved_component,
     session_component,
 )
-from core.context.tokens import (  # noqa: E402
+from core.context.turn import TurnInput  # noqa: E402
+from core.messages import ChatType, InboundMessage  # noqa: E402
+from core.text.tokens import (  # noqa: E402
     REPLY_PRIMER_TOKENS,
     TokenCounter,
     count_messages,
     get_counter,
     message_tokens,
 )
-from core.context.turn import TurnInput  # noqa: E402
-from core.messages import ChatType, InboundMessage  # noqa: E402
 from memory.types import MemoryItem, Turn  # noqa: E402
 
 SEED = 20250302

@@ -37,12 +37,13 @@ sys.path.insert(0, str(ROOT))
 
 from bench.knowledge_set import DISTRACTORS, HELD_OUT, PASSAGES, QUESTIONS  # noqa: E402
 from bench.results import cpu_model, load_average, write_section  # noqa: E402
-from core.knowledge.chunking import chunk_pages, pdf_pages  # noqa: E402
+from core.knowledge.chunking import chunk_pages  # noqa: E402
 from core.knowledge.embedders import EmbeddingError, LocalEmbedder  # noqa: E402
 from core.knowledge.segment import index_terms, query_terms  # noqa: E402
 from core.knowledge.service import KnowledgeBase, Scope  # noqa: E402
 from core.knowledge.settings import KnowledgeSettings  # noqa: E402
 from core.knowledge.vectors import VectorIndex  # noqa: E402
+from core.media.documents import pdf_pages  # noqa: E402
 from memory.knowledge import ChunkDraft, DocumentDraft, KnowledgeStore  # noqa: E402
 from memory.store import open_storage  # noqa: E402
 from tests.fakes.files import make_pdf  # noqa: E402

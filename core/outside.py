@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from core.context.escaping import escape_text
 from core.inject import quote_speakers
+from core.text.escaping import escape_text
 
 Defuse = Callable[[str], str]
 # Look-alike angle brackets (full-width, small): escaped like the ASCII ones, so a

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.context.assembler import ComponentPriority, ContextAssembler, ContextOverflowError
-from core.context.tokens import EstimateCounter, TokenCounter, get_counter
 from core.context.truncation import TRUNCATION_MARKER
+from core.text.tokens import EstimateCounter, TokenCounter, get_counter
 
 P = ComponentPriority
 

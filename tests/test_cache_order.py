@@ -22,8 +22,8 @@ import pytest
 from bot.wiring.app import Seams
 from core.context.builder import ContextBuilder
 from core.context.parts import memory_component, session_component
-from core.context.tokens import count_messages, get_counter
 from core.messages import InboundMessage, OutboundMessage
+from core.text.tokens import count_messages, get_counter
 from memory.store import SqlStorage
 from memory.usage import UsageScope
 from tests.fakes.manual_clock import ManualWallClock

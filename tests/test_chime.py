@@ -230,7 +230,7 @@ class _NeverCalled:
 
 
 async def test_no_decision_right_after_the_bots_own_message() -> None:
-    from core.context.tokens import get_counter
+    from core.text.tokens import get_counter
 
     store = _Store("assistant")
     chime = ChimeIn(
@@ -255,7 +255,7 @@ async def test_no_decision_right_after_the_bots_own_message() -> None:
 
 
 async def test_no_decision_past_the_limits_allowance() -> None:
-    from core.context.tokens import get_counter
+    from core.text.tokens import get_counter
 
     class SpentGroup:
         async def over_quota(self, message: InboundMessage) -> bool:

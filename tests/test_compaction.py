@@ -20,8 +20,8 @@ from core.context.compaction import (
     turns_to_fold,
 )
 from core.context.report import format_report
-from core.context.tokens import get_counter
 from core.llm import OpenAIProvider
+from core.text.tokens import get_counter
 from memory.store import SqlStorage
 from memory.types import NewTurn, Turn
 from tests.rig import Rig, build_rig, msg

@@ -16,7 +16,7 @@ from sqlalchemy import text
 from bot.console.charts import Bar, Segment, bar_chart, stacked_bar
 from bot.console.picture import picture_of, was_dropped
 from core.context import ContextBuilder
-from core.context.tokens import get_counter
+from core.text.tokens import get_counter
 from memory.activity import Activity, first_intake_id_since
 from memory.browse import Browse, like_pattern
 from memory.migrate import Database, alembic_config, parse_url

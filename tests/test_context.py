@@ -24,9 +24,9 @@ from core.context.parts import (
     session_component,
 )
 from core.context.report import format_report
-from core.context.tokens import TokenCounter, count_messages, get_counter
 from core.context.turn import TurnInput
 from core.messages import ChatType, InboundMessage
+from core.text.tokens import TokenCounter, count_messages, get_counter
 from core.workspace.files import ensure_workspace
 from core.workspace.skills import SkillsLoader
 from memory.types import MemoryItem, Turn

@@ -12,7 +12,7 @@ Conventions they enforce:
 - docs/commands.md names every chat command's usage form and every `chatterd ...`
   command line (in backticks) and option.
 - Relative links, source paths (`core/...py`, `channels/telegram/`) and dotted names
-  (`core.context.tokens`) in the README and docs/ exist; Python blocks import what exists.
+  (`core.text.tokens`) in the README and docs/ exist; Python blocks import what exists.
 """
 
 from __future__ import annotations
@@ -365,7 +365,7 @@ def test_source_paths_and_module_names_exist(page: Path) -> None:
 
 
 def _resolves(dotted: str) -> bool:
-    """`core.context.tokens` or `memory.types.Turn`: a module, then attributes."""
+    """`core.text.tokens` or `memory.types.Turn`: a module, then attributes."""
     parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):
         try:

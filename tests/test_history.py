@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from core.context.history import MessageCost, fit_history
 from core.context.history_views import DictHistory, HistoryItem, TurnHistory, turn_message
-from core.context.tokens import TokenCounter, count_messages, get_counter
+from core.text.tokens import TokenCounter, count_messages, get_counter
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from core.knowledge.citations import CITATIONS_KEY, Citations
 from core.knowledge.render import render_for_context
 from core.knowledge.retrieval import note_for
 from core.knowledge.service import Hit
-from core.tools.knowledge import knowledge_tool
+from core.knowledge.tool import knowledge_tool
 from core.tools.registry import ToolContext
 from memory.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI, content_text

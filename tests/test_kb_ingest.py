@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from core.jobs.runner import JobRunner
-from core.knowledge.chunking import Page
 from core.knowledge.ingest import KIND, IngestRequest, JobIntake, Requester, ingest_handler
 from core.knowledge.reading import SandboxReader
 from core.knowledge.service import KnowledgeBase, Scope
+from core.media.documents import Page
 from core.media.sandbox import ParseSandbox
 from memory.knowledge import KnowledgeStore
 from memory.store import SqlStorage

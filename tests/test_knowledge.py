@@ -13,11 +13,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from core.knowledge.chunking import Page, pdf_pages
 from core.knowledge.embedders import OpenAIEmbedder
 from core.knowledge.render import render_for_context
 from core.knowledge.service import KnowledgeBase, KnowledgeRefused, Scope
 from core.knowledge.settings import KnowledgeSettings
+from core.media.documents import Page, pdf_pages
 from memory.knowledge import ChunkDraft, DocumentDraft, KnowledgeStore
 from memory.store import SqlStorage
 from tests.fakes.files import make_pdf

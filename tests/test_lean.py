@@ -39,8 +39,8 @@ def test_default_counter_is_exact_and_loads_one_encoding_only() -> None:
     out = run(
         "import sys\n"
         "import tiktoken\n"
-        "from core.context.bpe import _load_tiktoken\n"
-        "from core.context.tokens import get_counter\n"
+        "from core.text.bpe import _load_tiktoken\n"
+        "from core.text.tokens import get_counter\n"
         "c = get_counter('o200k_base')\n"
         "print(type(c).__name__, c.exact, c.count('今天天气很好, hello world!'))\n"
         "print('bpe_openai' in sys.modules, _load_tiktoken.cache_info().currsize)\n"
@@ -49,7 +49,7 @@ def test_default_counter_is_exact_and_loads_one_encoding_only() -> None:
     reference = run(
         "import sys\n"
         "sys.modules['tiktoken'] = None\n"
-        "from core.context.tokens import get_counter\n"
+        "from core.text.tokens import get_counter\n"
         "c = get_counter('o200k_base')\n"
         "print(type(c).__name__, c.count('今天天气很好, hello world!'))\n"
         "print(c.count('🙂🙂 [Ann]: hi'))\n"

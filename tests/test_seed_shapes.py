@@ -25,7 +25,7 @@ import pytest
 from core.context import Chunk, ChunkType, XmlChunkRenderer
 from core.context.builder import ContextBuilder
 from core.context.chunk_render import TAG_ROLES
-from core.context.tokens import get_counter
+from core.text.tokens import get_counter
 from core.workspace.files import BOOTSTRAP_FILES, ensure_workspace
 from core.workspace.skills import SkillsLoader
 

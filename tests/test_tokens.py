@@ -1,4 +1,4 @@
-"""core/context/tokens.py and bpe.py: exact offline counts equal to tiktoken's; the estimate."""
+"""core/text/tokens.py and bpe.py: exact offline counts equal to tiktoken's; the estimate."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.context.bpe import ENCODINGS, BpeOpenAICounter, TiktokenCounter, shipped_rank_file
-from core.context.tokens import (
+from core.text.bpe import ENCODINGS, BpeOpenAICounter, TiktokenCounter, shipped_rank_file
+from core.text.tokens import (
     IMAGE_TOKENS,
     IMAGE_TOKENS_LOW,
     EstimateCounter,
@@ -175,7 +175,7 @@ def refuse(*a, **k):
     raise OSError("network disabled in this test")
 socket.socket = refuse
 socket.create_connection = refuse
-from core.context.tokens import get_counter
+from core.text.tokens import get_counter
 a = get_counter("o200k_base", backend="bpe_openai")
 b = get_counter("cl100k_base", backend="tiktoken")
 print(a.count("hello world"), b.count("hello world"), a.exact, b.exact)
@@ -194,8 +194,8 @@ import logging, sys
 sys.modules["bpe_openai"] = None
 sys.modules["tiktoken"] = None
 logging.basicConfig(level=logging.WARNING)
-from core.context.bpe import TokenizerUnavailable
-from core.context.tokens import get_counter
+from core.text.bpe import TokenizerUnavailable
+from core.text.tokens import get_counter
 c = get_counter()
 print(type(c).__name__, c.exact, c.count("今天天气很好"))
 try:

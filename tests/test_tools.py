@@ -8,7 +8,7 @@ import pytest
 
 from core.context.chunk_render import XmlChunkRenderer
 from core.context.chunk_types import Chunk, ChunkType
-from core.context.escaping import escape_attr
+from core.text.escaping import escape_attr
 from core.tools.memory import forget_tool, remember_tool
 from core.tools.registry import (
     MAX_MARKER_ARG_CHARS,

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from bot.commands.usage import UsageCommand
-from core.context.tokens import count_messages, get_counter
 from core.llm import OpenAIProvider
 from core.llm.provider import ChatResult
 from core.messages import ChatType, InboundMessage
+from core.text.tokens import count_messages, get_counter
 from core.tools.builtin import default_registry
 from core.tools.loop import ToolLoop
 from core.tools.registry import ToolContext

@@ -18,8 +18,8 @@ import pytest
 
 from bot.wiring.app import Seams
 from channels.onebot.channel import OneBotChannel
-from core.context.tokens import count_messages, get_counter
 from core.messages import ChatType, InboundMessage
+from core.text.tokens import count_messages, get_counter
 from memory.store import SqlStorage
 from memory.usage import UsageScope, UsageTotals
 from tests.fakes.manual_clock import ManualWallClock

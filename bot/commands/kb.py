@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from core.knowledge.chunking import Page
 from core.knowledge.intake import AddRequest, KnowledgeIntake
 from core.knowledge.sources import KnowledgeSources, Unreadable
+from core.media.documents import Page
 from core.media.links import find_links
 from core.media.shared import one_line
 from core.messages import ChatType, InboundMessage, Reply

@@ -38,19 +38,19 @@ from bot.wiring.models import (
     vision_reader,
 )
 from bot.wiring.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
-from bot.wiring.reminders import add_commands, build_reminders, build_scheduler
+from bot.wiring.reminders import add_commands, add_remind_tool, build_reminders, build_scheduler
 from bot.wiring.shared_media import SharedMedia
 from bot.wiring.storage import open_daemon_storage
 from channels.base import Channel, ChannelHealth
 from core.clock import WallClock, utc_now
 from core.context import ContextBuilder
 from core.context.tail import turn_material
-from core.context.tokens import get_counter
 from core.jobs.runner import JobRunner
 from core.llm import FallbackProvider, LLMProvider
 from core.media.vision import VisionReader
 from core.reminders.scheduler import Scheduler
 from core.reminders.service import Reminders
+from core.text.tokens import get_counter
 from core.tools.builtin import default_registry
 from core.tools.loop import ToolLoop
 from core.tools.search import SearchBackend, duckduckgo_backend
@@ -394,7 +394,8 @@ class App:
             backend = duckduckgo_backend(tools.search_results, tools.search_timeout_s)
             self._stack.callback(backend.close)
             search = backend
-        registry = default_registry(search, search_enabled=tools.search, reminders=self.reminders)
+        registry = default_registry(search, search_enabled=tools.search)
+        add_remind_tool(registry, self.reminders)  # the guide keeps Remind right after Forget
         if mcp is not None and tools.mode == "markers":
             registry.register(mcp.marker_tool())  # `[Call: server__tool {...}]`
         self._shared.add_tools(registry)

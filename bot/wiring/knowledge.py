@@ -23,10 +23,10 @@ from core.knowledge.intake import DirectIntake, KnowledgeIntake
 from core.knowledge.presence import DocumentPresence
 from core.knowledge.settings import KnowledgeSettings
 from core.knowledge.sources import KnowledgeSources
+from core.knowledge.tool import knowledge_tool
 from core.media.links import PageReader
 from core.media.sandbox import ParseSandbox
 from core.messages import InboundMessage
-from core.tools.knowledge import knowledge_tool
 from core.tools.registry import ToolRegistry
 from memory.knowledge import GLOBAL_SCOPE, DocumentInfo, KnowledgeStore
 from memory.knowledge_folder import KnowledgeFolderDocuments

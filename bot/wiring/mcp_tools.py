@@ -10,7 +10,7 @@ from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
 from bot.config import Settings
-from core.context.tokens import TokenCounter
+from core.text.tokens import TokenCounter
 from memory.store import SqlStorage
 
 if TYPE_CHECKING:

@@ -14,7 +14,6 @@ from contextlib import AsyncExitStack
 from bot.config import Settings
 from bot.errors import StartupError
 from core.context.compaction import CompactionOptions, Compactor
-from core.context.tokens import TokenCounter
 from core.llm import (
     OPENAI_BASE_URL,
     FallbackProvider,
@@ -24,6 +23,7 @@ from core.llm import (
     with_fallbacks,
 )
 from core.media.vision import VisionReader
+from core.text.tokens import TokenCounter
 from core.usage.meter import UsageMeter
 from memory.store import SqlStorage
 

@@ -1,4 +1,5 @@
-"""The reminders' wiring: the service, the scheduler and its gate, built from Settings.
+"""The reminders' wiring: the service, the scheduler and its gate, built from Settings,
+and the commands and the model's tool that use them.
 
 Why a module of its own: bot/wiring/app.py stays the one composition root with a few lines for
 reminders, and the rules that need the daemon's policy (bot/access.py: a blocked owner,
@@ -21,6 +22,8 @@ from bot.config import Settings
 from core.messages import ChatType, InboundMessage
 from core.reminders.scheduler import Gate, Lock, Scheduler, SchedulerOptions, owner_message
 from core.reminders.service import ReminderLimits, Reminders
+from core.reminders.tool import remind_tool
+from core.tools.registry import ToolRegistry
 from core.turn.outcomes import ShuttingDown
 from core.turn.processor import MessageProcessor
 from memory.chat_settings_cache import CachedChatSettings
@@ -61,6 +64,12 @@ def add_commands(commands: Commands, reminders: Reminders, admins: frozenset[str
     command = RemindCommand(reminders, admins)
     commands.add("remind", command.remind)
     commands.add("schedule", command.schedule)
+
+
+def add_remind_tool(registry: ToolRegistry, reminders: Reminders | None) -> None:
+    """The model's `remind` tool, when the daemon keeps reminders."""
+    if reminders is not None:
+        registry.register(remind_tool(reminders))
 
 
 def delivery_gate(settings: Settings, chat_settings: CachedChatSettings) -> Gate:

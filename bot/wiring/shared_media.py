@@ -12,7 +12,6 @@ from contextlib import AsyncExitStack
 from aiohttp.abc import AbstractResolver
 
 from bot.config import Settings
-from core.context.tokens import TokenCounter
 from core.llm import OPENAI_BASE_URL
 from core.media.attachments import DocumentLimits, SharedReader
 from core.media.fetch import DownloadPolicy, SafeDownloader
@@ -20,6 +19,7 @@ from core.media.links import LinkReader, PageReader
 from core.media.sandbox import ParseSandbox
 from core.media.speaking import VoiceReplies
 from core.media.voice import SpeechService
+from core.text.tokens import TokenCounter
 from core.tools.read import read_tool
 from core.tools.registry import ToolRegistry
 from core.usage.meter import UsageMeter

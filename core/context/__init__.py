@@ -3,8 +3,8 @@
 Public API: `ContextBuilder` (nanobot's facade) with its `SystemPrompt` and the typed
 `ContextReport` it returns in a `BuiltContext`, `ContextAssembler` (Loom's prioritised
 system prompt), `ChunkContextBuilder` (team9's XML-tagged chunks), the token counters.
-Names load on first use, so `core.context.tokens` alone stays a light import (no model
-client, no network stack).
+Names load on first use, so a caller that needs one name (the token counters live in
+core/text/) does not load the others (no model client, no network stack).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ _EXPORTS = {
     "ChunkType": "core.context.chunk_types",
     "ContextBuildResult": "core.context.chunk_types",
     "ChunkContextBuilder": "core.context.chunks",
-    "TokenCounter": "core.context.tokens",
-    "get_counter": "core.context.tokens",
+    "TokenCounter": "core.text.tokens",
+    "get_counter": "core.text.tokens",
 }
 __all__ = [
     "BuiltContext",
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from core.context.chunks import ChunkContextBuilder
     from core.context.report import BuiltContext, ContextReport
     from core.context.system_prompt import SystemPrompt
-    from core.context.tokens import TokenCounter, get_counter
+    from core.text.tokens import TokenCounter, get_counter
 
 
 def __getattr__(name: str) -> Any:

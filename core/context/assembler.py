@@ -28,8 +28,8 @@ from enum import IntEnum
 from typing import Any, Literal
 
 from core.context.budget import resolve_counter
-from core.context.tokens import TokenCounter
 from core.context.truncation import SECTION_SEPARATOR, Cut, cut_section
+from core.text.tokens import TokenCounter
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from core.context.tokens import TokenCounter, get_counter, message_tokens
+from core.text.tokens import TokenCounter, get_counter, message_tokens
 
 
 def resolve_counter(

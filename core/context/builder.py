@@ -39,10 +39,10 @@ from core.context.parts import (
 from core.context.report import BuiltContext, ContextReport, SummaryInfo
 from core.context.system_prompt import Layout, SystemPrompt, check_layout
 from core.context.tail import TurnMaterial, unforgeable, with_turn_context, wrapped
-from core.context.tokens import REPLY_PRIMER_TOKENS, TokenCounter, message_tokens
 from core.context.truncation import cut_message
 from core.context.turn import TurnInput
 from core.media.data_url import ImageEncoder, MediaSource
+from core.text.tokens import REPLY_PRIMER_TOKENS, TokenCounter, message_tokens
 from core.workspace.files import Workspace
 from core.workspace.skills import SkillsLoader
 

@@ -4,7 +4,7 @@ Why a module of its own: the tag table and the way a chunk's id, metadata and co
 are put inside its tag are the safety boundary of chunk rendering (user text must never
 pose as another kind of chunk). Kept apart from the budget arithmetic in
 core/context/chunks.py, they can be read and tested on their own; compaction renders its
-summary with them. The escaping rules themselves are core/context/escaping.py's.
+summary with them. The escaping rules themselves are core/text/escaping.py's.
 
 Content that is not text (a tool call's arguments, a JSON result) is rendered as the
 compact JSON in `Chunk.text` and neutralised like any text; a registered renderer is
@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from core.context.chunk_types import Chunk, ChunkType
-from core.context.escaping import escape_attr, neutralize_tags
+from core.text.escaping import escape_attr, neutralize_tags
 
 # Every default tag and the role its message takes unless the chunk names one.
 TAG_ROLES: Mapping[str, str] = MappingProxyType(

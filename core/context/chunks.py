@@ -15,7 +15,7 @@ count(head) + count(body) + count(tail) exactly, and the body count can come fro
 storage (`Chunk.tokens`) instead of re-tokenizing old turns.
 
 Layout: the data types are in core/context/chunk_types.py, the tags in
-core/context/chunk_render.py, the escaping rules in core/context/escaping.py and the
+core/context/chunk_render.py, the escaping rules in core/text/escaping.py and the
 arithmetic shared with ContextBuilder (the counter, message framing, trimming the oldest)
 in core/context/budget.py; this module is the builder. `core.context` names the API.
 """
@@ -39,7 +39,7 @@ from core.context.chunk_types import (
     ContextBuildResult,
     IdRanges,
 )
-from core.context.tokens import REPLY_PRIMER_TOKENS, TokenCounter, count_messages, get_counter
+from core.text.tokens import REPLY_PRIMER_TOKENS, TokenCounter, count_messages, get_counter
 
 MESSAGE_SEPARATOR = "\n\n"
 

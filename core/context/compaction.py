@@ -23,9 +23,9 @@ from typing import Any, Protocol
 
 from core.context.chunk_render import XmlChunkRenderer
 from core.context.chunk_types import Chunk, ChunkType
-from core.context.escaping import neutralize_tags
-from core.context.tokens import TokenCounter
 from core.llm import LLMError, LLMProvider
+from core.text.escaping import neutralize_tags
+from core.text.tokens import TokenCounter
 from core.usage.meter import UNATTRIBUTED, ModelCall, UsageMeter, UsageSubject
 from memory.types import SUMMARY_THROUGH, ChatKey, NewTurn, Turn
 

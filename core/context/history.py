@@ -16,7 +16,7 @@ from typing import Any
 
 from core.context.budget import framing_tokens
 from core.context.history_views import HistoryId, HistoryItem, TurnHistory
-from core.context.tokens import REPLY_PRIMER_TOKENS, TokenCounter, message_tokens
+from core.text.tokens import REPLY_PRIMER_TOKENS, TokenCounter, message_tokens
 
 
 class MessageCost:

@@ -29,7 +29,7 @@ from core.context.parts import (
     SystemComponent,
     time_text,
 )
-from core.context.tokens import TokenCounter
+from core.text.tokens import TokenCounter
 from core.workspace.files import Workspace
 from core.workspace.skills import SkillsLoader, skill_full_text, skills_summary_xml
 

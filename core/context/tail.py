@@ -7,7 +7,7 @@ system message to the top (which re-bills the whole history each turn) or refuse
 after the first. For those, `[context] turn_material = "user"` sends the tail as a
 `<turn_context>` block opening the current user message instead. It stays as trusted as
 a system message because nobody else can write that tag: every other user-role text in
-the request (history, the current message) has it neutralised (core/context/escaping.py).
+the request (history, the current message) has it neutralised (core/text/escaping.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, Protocol
 
-from core.context.escaping import neutralize_tags
+from core.text.escaping import neutralize_tags
 
 TurnMaterial = Literal["system", "user"]
 

@@ -9,25 +9,17 @@ Why overlap: a fact cut in half at a passage boundary is still whole in one of t
 
 from __future__ import annotations
 
-import io
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass
 
 from core.knowledge.segment import estimate_tokens
+from core.media.documents import Page
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
 # Sentence ends in Chinese and English, and line breaks: where a passage may be cut.
 _SENTENCE = re.compile(r"(?<=[。！？；!?;])|(?<=[.:](?=\s))|\n+")
 MAX_LOCATOR_CHARS = 80
-
-
-@dataclass(frozen=True)
-class Page:
-    """Text with one locator: "p. 12", '"Bans"', or "" for a document with no parts."""
-
-    text: str
-    locator: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,29 +56,6 @@ def text_pages(text: str, name: str) -> list[Page]:
 def _quote(heading: str) -> str:
     flat = " ".join(heading.replace('"', "'").split())[:MAX_LOCATOR_CHARS]
     return f'"{flat}"'
-
-
-def pdf_pages(data: bytes, max_pages: int) -> list[Page]:
-    """A PDF's pages with their numbers (`p. N`). CPU-bound: run it in a worker thread.
-
-    Raises ValueError with a short reason when the file cannot be read.
-    """
-    from pypdf import PdfReader  # lazy: only a PDF needs it
-    from pypdf.errors import PyPdfError
-
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted and not reader.decrypt(""):
-            raise ValueError("the PDF is protected by a password")
-        pages = [
-            Page(page.extract_text() or "", f"p. {number}")
-            for number, page in enumerate(reader.pages[:max_pages], start=1)
-        ]
-    except (PyPdfError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
-        raise ValueError("it is not a readable PDF") from exc
-    except RecursionError as exc:
-        raise ValueError("it is not a readable PDF (too deeply nested)") from exc
-    return [p for p in pages if p.text.strip()]
 
 
 def _pieces(text: str, limit: int) -> Iterable[str]:

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.jobs.runner import NO_CHAT, JobContext, JobHandler, JobOutcome
-from core.knowledge.chunking import Page
 from core.knowledge.intake import AddRequest, KnowledgeIntake
 from core.knowledge.reading import PageReader, ReadFailed
+from core.media.documents import Page
 from memory.job_types import Job, JobAsker, JobDraft, JobRefused
 
 if TYPE_CHECKING:  # numpy and the store load with the knowledge base, not with the seam

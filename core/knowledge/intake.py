@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from core.knowledge.chunking import Page
+from core.media.documents import Page
 from core.messages import InboundMessage
 
 if TYPE_CHECKING:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from core.knowledge.chunking import Page, text_pages
+from core.knowledge.chunking import text_pages
+from core.media.documents import Page
 from core.media.sandbox import ParseFailed, ParseSandbox
 from core.media.shared import one_line
 

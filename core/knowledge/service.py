@@ -16,13 +16,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.knowledge.chunking import Page, Passage, chunk_pages, text_pages
+from core.knowledge.chunking import Passage, chunk_pages, text_pages
 from core.knowledge.embedders import Embedder, EmbeddingError
 from core.knowledge.fusion import fuse
 from core.knowledge.scope import Scope
 from core.knowledge.segment import index_terms, query_terms
 from core.knowledge.settings import KnowledgeSettings
 from core.knowledge.vectors import VectorIndex
+from core.media.documents import Page
 from memory.knowledge import (
     GLOBAL_SCOPE,
     ChunkDraft,

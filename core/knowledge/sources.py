@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.knowledge.chunking import Page
 from core.knowledge.reading import MAX_PAGES, document_text, pdf_pages, reply_bound
-from core.media.documents import kind_of
+from core.media.documents import Page, kind_of
 from core.media.links import PageError, PageReader
 from core.media.sandbox import ParseFailed, ParseSandbox
 from core.media.shared import one_line

@@ -5,6 +5,7 @@ expand a few kilobytes into gigabytes, a PDF can claim ten thousand pages or be 
 on purpose, a text file can be 100 MB of one line. Bytes, pages, characters and the
 unpacked size are all capped, and a file that cannot be read becomes a short reason,
 never a traceback. The kind is decided by the bytes (magic numbers), not the name.
+`pdf_pages` keeps a PDF's pages apart, each with its number, for citations (`p. 12`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,14 @@ class DocumentText:
     pages: int | None = None  # a PDF's page count
     pages_read: int | None = None
     cut: bool = False  # the text was cut at the character or page limit
+
+
+@dataclass(frozen=True)
+class Page:
+    """Text with one locator: "p. 12", '"Bans"', or "" for a document with no parts."""
+
+    text: str
+    locator: str = ""
 
 
 def kind_of(data: bytes, name: str, mime: str | None) -> str | None:
@@ -101,6 +110,29 @@ def _pdf(data: bytes, max_pages: int, max_chars: int) -> DocumentText:
     if not text.strip():
         raise BadDocument("it has no text layer (a scan?)")
     return DocumentText("pdf", text, total, read, cut or read < total)
+
+
+def pdf_pages(data: bytes, max_pages: int) -> list[Page]:
+    """A PDF's pages with their numbers (`p. N`). CPU-bound: run it in a worker thread.
+
+    Raises BadDocument (a ValueError) with a short reason when the file cannot be read.
+    """
+    from pypdf import PdfReader  # lazy: only a PDF needs it
+    from pypdf.errors import PyPdfError
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise BadDocument("the PDF is protected by a password")
+        pages = [
+            Page(page.extract_text() or "", f"p. {number}")
+            for number, page in enumerate(reader.pages[:max_pages], start=1)
+        ]
+    except (PyPdfError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
+        raise BadDocument("it is not a readable PDF") from exc
+    except RecursionError as exc:
+        raise BadDocument("it is not a readable PDF (too deeply nested)") from exc
+    return [p for p in pages if p.text.strip()]
 
 
 def _unzip(data: bytes) -> dict[str, bytes]:

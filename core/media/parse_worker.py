@@ -47,12 +47,11 @@ def _page(args: dict[str, Any], data: bytes) -> dict[str, Any]:
 
 def _pdf_pages(args: dict[str, Any], data: bytes) -> dict[str, Any]:
     """A PDF's pages with their numbers, for the knowledge base's `p. N` citations."""
-    from core.knowledge.chunking import pdf_pages
-    from core.media.documents import BadDocument
+    from core.media.documents import BadDocument, pdf_pages
 
     try:
         pages = pdf_pages(data, int(args["max_pages"]))
-    except ValueError as exc:
+    except ValueError as exc:  # pypdf's own, besides BadDocument
         raise BadDocument(str(exc)) from None
     return {"pages": [{"text": p.text, "locator": p.locator} for p in pages]}
 

@@ -1,1 +1,2 @@
-"""Reminders and scheduled tasks: `<when>` parsing, setting and listing, the scheduler."""
+"""Reminders and scheduled tasks: `<when>` parsing, setting and listing, the scheduler,
+and the model's `remind` tool (`tool`)."""

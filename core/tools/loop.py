@@ -20,11 +20,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from core.context.escaping import escape_attr
 from core.context.history_views import turn_message
 from core.llm import ChatResult, LLMProvider
 from core.outside import outside_text
 from core.streaming import PreviewSink
+from core.text.escaping import escape_attr
 from core.tools.native import call_parts, native_arg
 from core.tools.preview import streamed_round
 from core.tools.registry import Observation, ToolCall, ToolContext, ToolRegistry

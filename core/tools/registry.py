@@ -7,7 +7,7 @@ OpenAI function tools for models with native function calling.
 
 Observations are framed as untrusted data: a web page must not be able to close the
 wrapper, forge a tag, or plant a marker that looks like the model's own. The escaping
-rules are the context engine's (core/context/escaping.py); defusing markers is the
+rules are the shared ones (core/text/escaping.py); defusing markers is the
 registry's own job, since only it knows the markers.
 """
 
@@ -18,9 +18,9 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, 
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.context.escaping import escape_attr
 from core.messages import InboundMessage
 from core.outside import outside_text
+from core.text.escaping import escape_attr
 from memory.types import MemoryStore, person_key
 
 # An argument longer than this is not a marker but runaway output: it is ignored.

@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from core.context.tokens import TokenCounter
 from core.llm import LLMError
 from core.llm.provider import LLMProvider
 from core.messages import DeliveryError, InboundMessage, OutboundMessage
+from core.text.tokens import TokenCounter
 from core.turn.chime import ChimeLevel, ChimeWindows
 from core.usage.meter import UNATTRIBUTED, ModelCall, UsageMeter, UsageSubject
 from memory.types import NewTurn, Turn

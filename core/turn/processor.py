@@ -11,7 +11,6 @@ from cachetools import LRUCache
 
 from core.context.compaction import Compactor
 from core.context.report import ContextReport
-from core.context.tokens import TokenCounter
 from core.context.turn import ChatPersona, KnowledgeLookup, TurnContextBuilder, TurnInput
 from core.inject import inject
 from core.knowledge.citations import Citations
@@ -20,6 +19,7 @@ from core.messages import InboundMessage
 from core.storage import Store
 from core.streaming import ReplyStream
 from core.tasks import TaskTracker
+from core.text.tokens import TokenCounter
 from core.tools.loop import ToolLoop
 from core.tools.registry import ToolContext
 from core.turn.accepted import intake_draft, reply_for, restored_message

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from core.context.tokens import TokenCounter
 from core.messages import InboundMessage
+from core.text.tokens import TokenCounter
 from core.tools.loop import TurnDraft
 from memory.types import NewTurn, Role, TurnKind
 

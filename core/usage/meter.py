@@ -19,10 +19,10 @@ from datetime import UTC
 from typing import Any, Literal, Protocol
 
 from core.clock import WallClock, utc_now
-from core.context.tokens import TokenCounter, count_messages
 from core.llm.provider import ChatResult
 from core.messages import InboundMessage
 from core.storage import UsageSink
+from core.text.tokens import TokenCounter, count_messages
 from memory.types import UsageDelta
 
 log = logging.getLogger(__name__)

@@ -18,8 +18,8 @@ from typing import Any, Protocol
 
 from mcp.shared.exceptions import MCPError
 
-from core.context.escaping import escape_attr
 from core.outside import outside_text
+from core.text.escaping import escape_attr
 from core.tools.mcp.config import McpConfig
 from core.tools.mcp.offer import (
     CALL_MARKER,

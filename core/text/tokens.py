@@ -1,7 +1,7 @@
-"""Token counting for the context engine: choosing a counter, and what a message costs.
+"""Token counting for every engine: choosing a counter, and what a message costs.
 
 Why this module exists: every budget decision in chatterd rests on token counts, so they
-must be exact (the model's own tokenizer, see `core.context.bpe`) and must work on a
+must be exact (the model's own tokenizer, see `core.text.bpe`) and must work on a
 machine with no internet. Where no exact tokenizer can be loaded we fall back to a
 CJK-aware estimate that says so (`exact=False`). The chat-format arithmetic (per-message
 framing, names, image parts, the reply primer) lives here too, so every caller counts a
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from core.context.bpe import ENCODINGS, BpeOpenAICounter, TiktokenCounter, TokenizerUnavailable
+from core.text.bpe import ENCODINGS, BpeOpenAICounter, TiktokenCounter, TokenizerUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ def get_counter(name: str | None = None, *, backend: Backend = "auto") -> TokenC
     """Return a token counter for an encoding or model name (default o200k_base).
 
     backend="auto" tries tiktoken built from the rank files bpe-openai ships (the leaner
-    in memory, see `core.context.bpe`), then bpe-openai's public `Encoding`, then falls
+    in memory, see `core.text.bpe`), then bpe-openai's public `Encoding`, then falls
     back to
     `EstimateCounter` with a warning. Naming a backend makes it mandatory
     (TokenizerUnavailable if it cannot load). Nothing is downloaded.
