@@ -8,8 +8,8 @@ the HTTP channel, the fake model in its own process), serves tests/fakes/page_se
 the resident memory (VmRSS) of the daemon and of every process below it every 20 ms.
 `--before DIR` measures another checkout (`git archive`) in the same run.
 
-    git archive main | tar -x -C /tmp/before
-    .venv/bin/python bench/page_turn_bench.py [--before /tmp/before] [--no-write]
+    mkdir DIR && git archive main | tar -x -C DIR
+    .venv/bin/python bench/page_turn_bench.py [--before DIR] [--no-write]
 """
 
 from __future__ import annotations
