@@ -23,6 +23,8 @@ from pathlib import Path
 
 from core.media.attachments import DocumentLimits, SharedReader
 from core.media.documents import DOCX_TYPE
+from core.media.links import PAGE_CPU_S, PAGE_MEMORY_MB
+from core.media.page_text import page_budget
 from core.media.sandbox import ParseSandbox
 from core.messages import Attachment
 from tests.fakes.files import make_lying_docx, make_spinning_pdf
@@ -42,11 +44,14 @@ async def read_document(data: bytes, name: str, mime: str) -> str:
 
 
 async def read_pages(page: bytes, count: int) -> str:
-    """The same page parsed `count` times at once (a message with that many links)."""
+    """The same page parsed `count` times at once (a message with that many links), cut
+    and limited as PageReader does."""
     sandbox = ParseSandbox()
     args = {"content_type": "text/html", "url": "http://bench.example/", "max_chars": 200_000}
+    body, _ = page_budget(page, "text/html")
+    limits = {"cpu_s": PAGE_CPU_S, "memory_mb": PAGE_MEMORY_MB}
     got = await asyncio.gather(
-        *(sandbox.run("page", args, page, max_reply=2_000_000) for _ in range(count)),
+        *(sandbox.run("page", args, body, max_reply=2_000_000, **limits) for _ in range(count)),
         return_exceptions=True,
     )
     return "; ".join(f"{len(g['text'])} chars" if isinstance(g, dict) else str(g) for g in got)

@@ -190,20 +190,79 @@ async def test_a_huge_qq_message_keeps_its_start_and_the_sender_is_told(
 # -- issue 35 item 10: frames over the cap skip that one frame, never the link ------------
 
 
-async def test_a_17_mib_event_is_skipped_and_the_link_stays(
+def napcat_group_message(text: str, *, at: int, message_id: int = 777) -> dict[str, Any]:
+    """A group message in NapCat's own key order: the text twice (raw_message, message)
+    and group_id last, so a 15 MB text makes a 30 MiB frame with the chat at its end."""
+    return {
+        "self_id": QQ_SELF,
+        "user_id": 20002,
+        "time": 1_700_000_000,
+        "message_id": message_id,
+        "message_seq": message_id,
+        "real_id": message_id,
+        "message_type": "group",
+        "sender": {"user_id": 20002, "nickname": "alice", "card": ""},
+        "raw_message": f"[CQ:at,qq={at}] {text}",
+        "font": 14,
+        "sub_type": "normal",
+        "message": [
+            {"type": "at", "data": {"qq": str(at)}},
+            {"type": "text", "data": {"text": " " + text}},
+        ],
+        "message_format": "array",
+        "post_type": "message",
+        "group_id": 30003,
+    }
+
+
+async def test_a_30_mib_napcat_message_is_answered_from_its_start_and_the_sender_told(
+    tmp_path: Path,
+    database_url: str,
+    storage: SqlStorage,
+    chat: FakeOpenAI,
+    impl: FakeOneBot,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 44 item 4: the frame was skipped with a log line and nobody was told."""
+    settings = settings_for(tmp_path, database_url, chat, onebot=QQ)
+    text = "START " + "x" * (15 * 1024 * 1024) + " END"
+    frame = napcat_group_message(text, at=QQ_SELF)
+    async with daemon(settings) as app:
+        link = await connect(app, impl)
+        await link.send_event(frame)
+        await impl.wait_sent(2, limit_s=10.0)
+        await link.send_event(impl.private_message("still there?"))
+        await impl.wait_sent(3, limit_s=5.0)
+        assert not link.closed.is_set()
+    notice, answer, later = impl.texts()
+    assert notice == TEXT_CUT_NOTICE.format(limit=8000)
+    assert answer.startswith("echo: [alice]: START xxx")
+    assert [s["params"].get("group_id") for s in impl.sent[:2]] == [30003, 30003]
+    assert "still there?" in later
+    (turn, _) = await storage.recent_turns("qq", "group:30003", 10)
+    assert "END" not in turn.content and len(turn.content) < 8200
+    assert "only its first 8000 characters of a 30.0 MiB message kept" in turn.content
+    assert any("read with its long strings cut" in r.getMessage() for r in caplog.records)
+
+
+async def test_an_oversized_frame_of_small_pieces_is_skipped_and_the_link_stays(
     tmp_path: Path,
     database_url: str,
     chat: FakeOpenAI,
     impl: FakeOneBot,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Cutting strings cannot bring 17 MiB of tiny segments under the cap: that frame
+    alone is skipped with one line, as every frame over the cap was before."""
+    pieces = [{"type": "text", "data": {"text": "ab"}}] * 460_000
+    huge = impl.private_message(pieces)
+    huge["raw_message"] = ""
     settings = settings_for(tmp_path, database_url, chat, onebot=QQ)
-    huge = impl.private_message("x" * (17 * 1024 * 1024))
     async with daemon(settings) as app:
         link = await connect(app, impl)
         await link.send_event(huge)
         await link.send_event(impl.private_message("still there?"))
-        frame = await link.next_action("send_private_msg")
+        frame = await link.next_action("send_private_msg", limit_s=10.0)
         assert not link.closed.is_set()
     assert "still there?" in sent_text({"action": "send_private_msg", "params": frame["params"]})
     assert len(chat.requests) == 1  # the huge one never reached the model

@@ -80,6 +80,21 @@ async def test_a_web_page_cannot_drive_the_api(daemon: Running) -> None:
         assert status == 200 and "forgot 1" in body["reply"]
 
 
+async def test_json_labelled_multipart_is_415_like_any_other_type(
+    daemon: Running, model: FakeOpenAI
+) -> None:
+    """Issue 44 item 6: the body is never parsed as a form on the JSON API (it was a 400
+    'malformed multipart body'); a real form there is 415 too, and nothing is run."""
+    command = {"user_id": ADMIN, "chat_type": "private", "text": "hello"}
+    form = "multipart/form-data; boundary=x"
+    real_form = b'--x\r\nContent-Disposition: form-data; name="text"\r\n\r\nhello\r\n--x--\r\n'
+    async with aiohttp.ClientSession() as session:
+        for body in (command, real_form):
+            status, answer = await post(session, daemon, body, **{"Content-Type": form})
+            assert status == 415 and "application/json" in answer["error"]
+    assert model.requests == []
+
+
 async def test_a_rebinding_page_cannot_drive_the_api_or_the_console(daemon: Running) -> None:
     """Issue 35.3: a page on rebind.example whose name now resolves to 127.0.0.1 is "same
     origin" with the daemon as far as the browser knows (Origin and Host both name it).

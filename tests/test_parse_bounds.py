@@ -132,7 +132,8 @@ def test_the_child_inherits_no_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_a_costly_page_is_parsed_in_a_limited_child() -> None:
     policy = DownloadPolicy(max_bytes=8 * MB, timeout_s=10.0, allow_private_hosts=(NEWS,))
     downloader = SafeDownloader(policy, resolver=MapResolver({NEWS: "127.0.0.1"}))
-    reader = PageReader(downloader, sandbox=ParseSandbox(ParseLimits(cpu_s=1)))
+    sandbox = ParseSandbox(ParseLimits(cpu_s=1))
+    reader = PageReader(downloader, sandbox=sandbox, parse_bytes=8 * MB)  # all of it parsed
     async with PageServer() as pages:
         own, children = usage(resource.RUSAGE_SELF), usage(resource.RUSAGE_CHILDREN)
         with pytest.raises(PageError, match="took too long"):

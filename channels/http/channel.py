@@ -114,7 +114,7 @@ class HttpChannel(TextOnly):
             middlewares=[
                 _json_errors,
                 known_hosts_only(KnownHosts.of(config.host, config.public_url)),
-                body_deadline(config.body_timeout_s),
+                body_deadline(config.body_timeout_s, json_paths=frozenset({"/v1/chat"})),
             ],
         )
         app.router.add_post("/v1/chat", self._chat)

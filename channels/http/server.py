@@ -134,12 +134,13 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 LARGER_BODIES = web.AppKey("larger_bodies", dict[str, int])
 
 
-def body_deadline(timeout_s: float) -> Middleware:
+def body_deadline(timeout_s: float, json_paths: frozenset[str] = frozenset()) -> Middleware:
     """Middleware: read any request body within `timeout_s` (it is cached, so handlers'
     own `read()`/`post()` return it at once; a multipart form is parsed here, as its
     stream can be read only once); too slow: 408 and the connection closed.
     The body may be as large as the server allows, or what LARGER_BODIES says its path
-    takes."""
+    takes. On `json_paths` a body is never parsed as a form, whatever its label: it is
+    read as bytes, and the handler answers a wrong Content-Type with 415."""
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -154,7 +155,8 @@ def body_deadline(timeout_s: float) -> Middleware:
                 return too_big
             try:
                 async with asyncio.timeout(timeout_s):
-                    if request.content_type == "multipart/form-data":
+                    form = request.content_type == "multipart/form-data"
+                    if form and request.path not in json_paths:
                         await request.post()  # its stream is read once: parsed (and kept) now
                     else:
                         await request.read()

@@ -22,6 +22,7 @@ from channels.base import ChannelHealth, MessageHandler
 from channels.config import OnebotConfig
 from channels.onebot.actions import OneBotError
 from channels.onebot.connections import ConnectionRegistry
+from channels.onebot.events import keep_chars_for
 from channels.onebot.inbound import Inbound
 from channels.onebot.outbound import Authors, Outbound
 from channels.onebot.pacing import SendPacer
@@ -177,6 +178,7 @@ class OneBotChannel:
             action_timeout_s=self._t.action_timeout_s,
             heartbeat_grace=self._t.heartbeat_grace,
             label=f"[{self_id or '?'}]",
+            keep_chars=keep_chars_for(self._config.max_text_chars),
         )
 
     async def _serve(self, conn: OneBotConnection) -> None:

@@ -69,14 +69,32 @@ def cut_text(text: str, limit: int) -> str:
     return f"{text[:limit]}\n…(message cut: only its first {limit} of {len(text)} characters kept)"
 
 
+def keep_chars_for(max_text_chars: int) -> int:
+    """What an oversized frame keeps of each string (transport.py's `cut_strings`): twice
+    the text read, so escapes (a newline, `\\uXXXX`) rarely leave less than that."""
+    return 2 * max_text_chars + 64
+
+
+def oversize_text(text: str, limit: int, size: int) -> tuple[str, int]:
+    """The start of a message read from a frame over the cap, the note the model reads,
+    and how many characters were kept (`text_cut_at`)."""
+    kept = min(limit, len(text))
+    mib = size / 2**20
+    note = f"…(message cut: only its first {kept} characters of a {mib:.1f} MiB message kept)"
+    return f"{text[:kept]}\n{note}", kept
+
+
 def to_inbound(
     frame: dict[str, Any],
     self_id: str | None,
     image_ref: ImageRefFactory,
     max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
     file_ref: FileRefFactory | None = None,
+    *,
+    oversize: int | None = None,
 ) -> tuple[InboundMessage, ParsedMessage] | None:
-    """Map one `post_type: message` event. None for the bot's own messages.
+    """Map one `post_type: message` event. None for the bot's own messages. `oversize`:
+    the frame was that many bytes, over the cap, and read with its long strings cut.
 
     reply_to_bot / reply_to_sender_id stay unset: finding the replied message's author
     may need an action round trip, which the channel does (see `with_reply`).
@@ -107,14 +125,20 @@ def to_inbound(
     parsed = interpret(segments, self_id)
     if parsed.reply_to is not None and message_id_of(parsed.reply_to) is None:
         parsed = replace(parsed, reply_to=None)  # a quote of nothing we could look up
+    text = cut_text(parsed.text, max_text_chars)
+    cut_at = max_text_chars if len(parsed.text) > max_text_chars else None
+    if oversize is not None and parsed.text:
+        text, cut_at = oversize_text(parsed.text, max_text_chars, oversize)
     message = InboundMessage(
         platform="qq",
         chat_id=chat_id,
         chat_type=chat_type,
         sender_id=sender_id,
         sender_name=display_name(frame, sender_id, group=chat_type is ChatType.GROUP),
-        text=cut_text(parsed.text, max_text_chars),
-        text_cut_at=max_text_chars if len(parsed.text) > max_text_chars else None,
+        text=text,
+        text_cut_at=cut_at,
+        # Over the cap with no text (inline media): nothing of it can be read.
+        unreadable=oversize is not None and not (parsed.text or parsed.files or parsed.images),
         images=tuple(image_ref(img.url, img.file) for img in parsed.images),
         mentions_bot=parsed.mentions_self,
         message_id=message_id_of(message_id),

@@ -83,7 +83,10 @@ class Inbound:
         self._max_text_chars = max_text_chars
         self.handler: MessageHandler | None = None
 
-    def on_frame(self, conn: OneBotConnection, frame: dict[str, Any]) -> None:
+    def on_frame(
+        self, conn: OneBotConnection, frame: dict[str, Any], oversize: int | None = None
+    ) -> None:
+        """`oversize`: the frame's size when it was over the cap and its long strings cut."""
         self._on_alive()
         self_id = qq_number(frame.get("self_id"))
         if self_id is not None and conn.self_id is None:
@@ -92,7 +95,7 @@ class Inbound:
         if post_type == "meta_event":
             self._on_meta(conn, frame)
         elif post_type == "message":
-            draft = self._draft(conn, frame)
+            draft = self._draft(conn, frame, oversize)
             if draft is not None:
                 self._spawn(self._dispatch(conn, *draft))
         elif post_type == "message_sent":
@@ -113,7 +116,7 @@ class Inbound:
             log.info("onebot%s: lifecycle %s", conn.label, frame.get("sub_type"))
 
     def _draft(
-        self, conn: OneBotConnection, frame: dict[str, Any]
+        self, conn: OneBotConnection, frame: dict[str, Any], oversize: int | None = None
     ) -> tuple[InboundMessage, ParsedMessage] | None:
         """Event -> InboundMessage (reply fields filled in later). None: not for us."""
         try:
@@ -123,6 +126,7 @@ class Inbound:
                 self.image_ref,
                 self._max_text_chars,
                 partial(self._files.attachment, lambda: conn),
+                oversize=oversize,
             )
         except InvalidEvent as exc:
             log.warning("onebot%s: message event ignored: %s", conn.label, exc)

@@ -15,7 +15,7 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 from aiohttp import WSMsgType, web
@@ -24,7 +24,15 @@ from channels.onebot.actions import ActionClient, AnswerTooLarge, is_response
 
 log = logging.getLogger(__name__)
 
-FrameHandler = Callable[["OneBotConnection", dict[str, Any]], None]
+
+class FrameHandler(Protocol):
+    """Takes one frame; `oversize` is the frame's size when its long strings were cut."""
+
+    def __call__(
+        self, conn: OneBotConnection, frame: dict[str, Any], oversize: int | None = None
+    ) -> None: ...
+
+
 ConnectionHandler = Callable[["OneBotConnection"], Awaitable[None]]
 
 # Three sizes, because aiohttp cannot skip one oversized WebSocket message: past its
@@ -32,8 +40,10 @@ ConnectionHandler = Callable[["OneBotConnection"], Awaitable[None]]
 # So the socket takes up to MAX_SOCKET_BYTES and we judge each frame ourselves: an event
 # over MAX_FRAME_BYTES is skipped with a log line; an answer to one of our own actions
 # (get_file's base64 body) may be up to MAX_ANSWER_BYTES, which holds the base64 of any
-# file within the files cap; a larger answer fails that one action. Only a frame over
-# MAX_SOCKET_BYTES still ends the link (the implementation reconnects).
+# file within the files cap; a larger answer fails that one action. An event over
+# MAX_FRAME_BYTES is read with every long string cut (see `cut_strings`), so a huge
+# message is still answered from its start. Only a frame over MAX_SOCKET_BYTES still
+# ends the link (the implementation reconnects).
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
 MAX_SOCKET_BYTES = 64 * 1024 * 1024
@@ -41,6 +51,10 @@ _MIB = 1024 * 1024
 # A top-level-or-nested `"echo": "..."` key; inside a JSON string the quotes would be
 # escaped, so this only finds real keys. Read only from frames too large to parse.
 _ECHO = re.compile(r'"echo"\s*:\s*"([^"\\]{1,200})"')
+# One JSON string literal; outside strings valid JSON has no quote, so scanning from the
+# start finds exactly the literals. The unrolled form keeps the regex linear.
+_LITERAL = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+DEFAULT_KEEP_CHARS = 64 * 1024
 CLOSE_REPLACED = 4000  # application close code: a newer connection took over
 
 
@@ -55,8 +69,11 @@ class OneBotConnection:
         action_timeout_s: float,
         heartbeat_grace: float = 3.0,
         label: str = "",
+        keep_chars: int = DEFAULT_KEEP_CHARS,
     ) -> None:
+        """`keep_chars`: how much of each long string an oversized event keeps."""
         self.ws = ws
+        self._keep_chars = keep_chars
         self.self_id = self_id
         self.label = label
         self.actions = ActionClient(self._send_json, timeout_s=action_timeout_s)
@@ -122,10 +139,20 @@ class OneBotConnection:
         """One frame in. A frame we cannot read or handle is skipped with one log line:
         whatever it holds (nesting deeper than the parser's recursion limit, ids of the
         wrong type), it must never end the link and the account's other messages."""
-        if len(data) > MAX_FRAME_BYTES and not self._large_answer(data):
-            return
+        oversize = len(data) if len(data) > MAX_FRAME_BYTES else None
         try:
             text = data.decode("utf-8") if isinstance(data, bytes) else data
+            if oversize is not None:
+                answer = self._large_answer(text, oversize)
+                if answer is False:
+                    return
+                if answer:
+                    oversize = None  # an answer we wait for: read whole
+                else:
+                    cut = self._cut_event(text, oversize)
+                    if cut is None:
+                        return
+                    text = cut
             frame = json.loads(text)
         except (UnicodeDecodeError, ValueError) as exc:
             log.warning("onebot%s: malformed frame ignored (%s)", self.label, exc)
@@ -141,28 +168,41 @@ class OneBotConnection:
             if is_response(frame):
                 self.actions.on_response(frame)
                 return
-            on_frame(self, frame)
+            on_frame(self, frame, oversize)
         except Exception as exc:  # one bad frame, never the whole link
             log.warning(
                 "onebot%s: frame skipped: %s while handling it", self.label, type(exc).__name__
             )
 
-    def _large_answer(self, data: str | bytes) -> bool:
-        """A frame over MAX_FRAME_BYTES: True to read it (the answer to an action we wait
-        for, within MAX_ANSWER_BYTES); otherwise it is skipped here, and an answer too
-        large fails its own action at once (not after the timeout)."""
-        size = len(data)
-        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-        found = _ECHO.search(text)
-        echo = found.group(1) if found else None
-        if echo is None or not self.actions.waiting(echo):
+    def _cut_event(self, text: str, size: int) -> str | None:
+        """An event over MAX_FRAME_BYTES with every long string cut; None (skipped with
+        a log line) when even that is over the cap: a frame of many small pieces."""
+        cut = cut_strings(text, self._keep_chars)
+        if len(cut) > MAX_FRAME_BYTES:
             log.warning(
                 "onebot%s: frame of %.1f MiB skipped: over the %d MiB frame cap",
                 self.label,
                 size / _MIB,
                 MAX_FRAME_BYTES // _MIB,
             )
-            return False
+            return None
+        log.warning(
+            "onebot%s: frame of %.1f MiB is over the %d MiB frame cap: read with its long "
+            "strings cut",
+            self.label,
+            size / _MIB,
+            MAX_FRAME_BYTES // _MIB,
+        )
+        return cut
+
+    def _large_answer(self, text: str, size: int) -> bool | None:
+        """A frame over MAX_FRAME_BYTES: None when it is no answer to an action we wait
+        for; True to read it whole (within MAX_ANSWER_BYTES); False when it is too large:
+        it fails its own action at once (not after the timeout) and is dropped."""
+        found = _ECHO.search(text)
+        echo = found.group(1) if found else None
+        if echo is None or not self.actions.waiting(echo):
+            return None
         if size <= MAX_ANSWER_BYTES:
             return True
         log.warning(
@@ -180,6 +220,27 @@ class OneBotConnection:
         self.actions.close(reason)
         if not self.ws.closed:
             await self.ws.close(code=code, message=reason.encode()[:120])
+
+
+def cut_strings(text: str, keep: int) -> str:
+    """JSON text with every string literal over `keep` characters cut to its start (still
+    valid JSON): ids, types and the start of the message survive, the bulk does not."""
+
+    def cut(found: re.Match[str]) -> str:
+        literal = found.group(0)
+        if len(literal) <= keep + 2:
+            return literal
+        body = literal[1 : keep + 1]
+        for trim in range(7):  # an escape cut in half (`\\u12`) is dropped whole
+            head = body[: len(body) - trim]
+            try:
+                json.loads(f'"{head}"')
+            except ValueError:
+                continue
+            return f'"{head}"'
+        return '""'
+
+    return _LITERAL.sub(cut, text)
 
 
 def _bearer(request: web.Request) -> str | None:

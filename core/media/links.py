@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from cachetools import TTLCache
 
 from core.media.fetch import DownloadError, SafeDownloader
-from core.media.page_text import extract_page
+from core.media.page_text import PAGE_PARSE_BYTES, extract_page, page_budget
 from core.media.sandbox import ParseFailed, ParseSandbox
 from core.media.shared import Defuse, clip, neutralise, one_line
 
@@ -28,7 +28,14 @@ log = logging.getLogger(__name__)
 PAGE_TYPES = ("text/html", "application/xhtml+xml", "text/plain")
 _URL = re.compile(r"https?://[^\s<>\"'`\uff08\uff09\u3000-\u303f]+", re.IGNORECASE)
 _TRAILING = ".,;:!?)]}>'\"…，。！？、；："
+MB = 1024 * 1024
 PAGE_TEXT_CAP = 200_000  # characters kept of one page (above [links] max_chars' ceiling)
+# The page child's own limits, below the sandbox's (documents need more): trafilatura
+# takes about 1.2 CPU-seconds on PAGE_PARSE_BYTES, so 5 leaves room for a busy machine;
+# its address space is about 200 MB of Python, lxml and trafilatura before the page and
+# peaks near 240 MB on it.
+PAGE_CPU_S = 5
+PAGE_MEMORY_MB = 320
 
 __all__ = ["LinkNotes", "LinkReader", "Page", "PageError", "PageReader", "extract_page"]
 
@@ -42,6 +49,8 @@ class Page:
     url: str
     title: str
     text: str
+    # Read only in part: (the most markup parsed, the whole body), in bytes.
+    partly: tuple[int, int] | None = None
 
 
 def find_links(text: str, limit: int) -> list[str]:
@@ -72,10 +81,13 @@ class PageReader:
         entries: int = 128,
         clock: Callable[[], float] = time.monotonic,
         sandbox: ParseSandbox | None = None,
+        parse_bytes: int = PAGE_PARSE_BYTES,
     ) -> None:
-        """`sandbox`: where pages are parsed (the daemon shares one with documents)."""
+        """`sandbox`: where pages are parsed (the daemon shares one with documents);
+        `parse_bytes`: the most markup of one page parsed (see page_budget)."""
         self._downloader = downloader
         self._sandbox = sandbox or ParseSandbox()
+        self._parse_bytes = parse_bytes
         self._cache: TTLCache[str, Page] = TTLCache(entries, ttl_s, timer=clock)
         self.fetches = 0
 
@@ -92,15 +104,22 @@ class PageReader:
         if not kind.startswith(PAGE_TYPES):
             raise PageError(f"{kind} is not a web page")
         args = {"content_type": kind, "url": got.url, "max_chars": PAGE_TEXT_CAP}
+        body, cut = page_budget(got.data, kind, self._parse_bytes)
         try:
             parsed = await self._sandbox.run(
-                "page", args, got.data, max_reply=8 * PAGE_TEXT_CAP + 64 * 1024
+                "page",
+                args,
+                body,
+                max_reply=8 * PAGE_TEXT_CAP + 64 * 1024,
+                cpu_s=PAGE_CPU_S,
+                memory_mb=PAGE_MEMORY_MB,
             )
         except ParseFailed as exc:  # a hostile page costs a limited child, not the turn
             log.info("page %s could not be parsed: %s", _host(url), exc)
             raise PageError(f"the page could not be parsed: {exc}") from None
         title, text = str(parsed.get("title", "")), str(parsed.get("text", ""))
-        page = Page(url=got.url, title=title.strip(), text=text.strip())
+        partly = (self._parse_bytes, len(got.data)) if cut else None
+        page = Page(url=got.url, title=title.strip(), text=text.strip(), partly=partly)
         self._cache[url] = page
         return page
 
@@ -159,14 +178,29 @@ class LinkReader:
         text, cut = clip(neutralise(page.text, self._defuse), self._max_chars)
         if cut:
             text += f" …(cut at {self._max_chars} characters)"
+        if page.partly is not None:
+            text += f" {partly_read(page)}"
         return f"{title} — {text}", f"{title} — {shown} (read then; ask again to re-read)"
+
+
+def partly_read(page: Page) -> str:
+    """What the model is told of a page read only in part."""
+    parsed, size = page.partly or (0, 0)
+    return f"(only the first {parsed // 1024} KiB of the page's {_size(size)} were read)"
+
+
+def _size(size: int) -> str:
+    return f"{size / MB:.1f} MB" if size >= MB else f"{size // 1024} KiB"
 
 
 def render_page(page: Page, max_chars: int) -> str:
     """A page for the `[Read: url]` tool's observation (framed and escaped by the registry)."""
     text, cut = clip(page.text or "(no readable text)", max_chars)
     head = f"Title: {' '.join(page.title.split()) or '(untitled)'}\nURL: {page.url}\n\n"
-    return head + text + (f"\n…(cut at {max_chars} characters)" if cut else "")
+    tail = f"\n…(cut at {max_chars} characters)" if cut else ""
+    if page.partly is not None:
+        tail += f"\n{partly_read(page)}"
+    return head + text + tail
 
 
 def _host(url: str) -> str:

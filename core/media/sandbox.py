@@ -59,14 +59,19 @@ class ParseSandbox:
         *,
         max_reply: int,
         timeout_s: float | None = None,
+        cpu_s: int | None = None,
+        memory_mb: int | None = None,
     ) -> dict[str, Any]:
         """The job's result; ParseFailed when it was refused, too slow, too large or the
-        child died. `max_reply`: the most bytes of answer read back from the child."""
+        child died. `max_reply`: the most bytes of answer read back from the child.
+        `cpu_s`, `memory_mb`: tighter limits for this job (never looser than the sandbox's)."""
+        cpu = min(cpu_s or self.limits.cpu_s, self.limits.cpu_s)
+        memory = min(memory_mb or self.limits.memory_mb, self.limits.memory_mb)
         async with self._slots:
             if self._closed:
                 raise ParseFailed("the daemon is stopping")
             try:
-                proc = await self._start()
+                proc = await self._start(cpu, memory)
             except OSError as exc:  # out of processes or memory: a note, not a failed turn
                 log.warning("parse child not started: %s", type(exc).__name__)
                 raise ParseFailed("the reader could not be started") from None
@@ -94,16 +99,15 @@ class ParseSandbox:
         for proc in list(self._running):
             await _end(proc)
 
-    async def _start(self) -> asyncio.subprocess.Process:
-        limits = self.limits
+    async def _start(self, cpu_s: int, memory_mb: int) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
             sys.executable,
             "-B",
             "-s",
             "-m",
             "core.media.parse_worker",
-            str(limits.cpu_s),
-            str(limits.memory_mb),
+            str(cpu_s),
+            str(memory_mb),
             str(os.getpid()),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
