@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.context import ChunkContextBuilder
 from core.context.assembler import ContextOverflowError
 from core.context.chunk_render import DEFAULT_TAGS, TAG_ROLES, XmlChunkRenderer
 from core.context.chunk_types import Chunk, ChunkLog, ChunkType, IdRanges
-from core.context.chunks import ChunkContextBuilder
 from core.context.escaping import neutralize_tags
 from core.context.tokens import EstimateCounter, TokenCounter, count_messages, get_counter
 
