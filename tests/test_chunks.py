@@ -1,4 +1,5 @@
-"""core/context/chunks.py: XML rendering, tag neutralising, merging, budgets, exclusions, scale."""
+"""core/context/seed/chunks.py: XML rendering, tag neutralising, merging, budgets, exclusions,
+scale."""
 
 from __future__ import annotations
 
