@@ -54,7 +54,7 @@ from langchain_core.messages import (  # noqa: E402
 )
 
 from bench.results import cpu_model, load_average, write_section  # noqa: E402
-from core.context.builder import ContextBuilder  # noqa: E402
+from core.context import ContextBuilder  # noqa: E402
 from core.context.parts import (  # noqa: E402
     SystemComponent,
     memory_component,

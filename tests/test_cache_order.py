@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from bot.wiring.app import Seams
-from core.context.builder import ContextBuilder
+from core.context import ContextBuilder
 from core.context.parts import memory_component, session_component
 from core.messages import InboundMessage, OutboundMessage
 from core.text.tokens import count_messages, get_counter

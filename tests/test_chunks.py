@@ -1,4 +1,5 @@
-"""core/context/chunks.py: XML rendering, tag neutralising, merging, budgets, exclusions, scale."""
+"""core/context/seed/chunks.py: XML rendering, tag neutralising, merging, budgets, exclusions,
+scale."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.context import ChunkContextBuilder
 from core.context.assembler import ContextOverflowError
 from core.context.chunk_render import DEFAULT_TAGS, TAG_ROLES, XmlChunkRenderer
 from core.context.chunk_types import Chunk, ChunkLog, ChunkType, IdRanges
-from core.context.chunks import ChunkContextBuilder
 from core.text.escaping import neutralize_tags
 from core.text.tokens import EstimateCounter, TokenCounter, count_messages, get_counter
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.context import ContextBuilder
 from core.context.assembler import ComponentPriority, ContextOverflowError
-from core.context.builder import ContextBuilder
 from core.context.history_views import HistoryItem
 from core.context.parts import (
     SystemComponent,

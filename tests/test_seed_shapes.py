@@ -22,8 +22,7 @@ from typing import Any
 
 import pytest
 
-from core.context import Chunk, ChunkType, XmlChunkRenderer
-from core.context.builder import ContextBuilder
+from core.context import Chunk, ChunkType, ContextBuilder, XmlChunkRenderer
 from core.context.chunk_render import TAG_ROLES
 from core.text.tokens import get_counter
 from core.workspace.files import BOOTSTRAP_FILES, ensure_workspace

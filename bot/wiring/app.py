@@ -43,7 +43,7 @@ from bot.wiring.shared_media import SharedMedia
 from bot.wiring.storage import open_daemon_storage
 from channels.base import Channel, ChannelHealth
 from core.clock import WallClock, utc_now
-from core.context import ContextBuilder
+from core.context import ContextEngine
 from core.context.tail import turn_material
 from core.jobs.runner import JobRunner
 from core.llm import FallbackProvider, LLMProvider
@@ -213,7 +213,7 @@ class App:
             pages=self._shared.pages if settings.links.enabled else None,
             max_file_bytes=settings.documents.max_bytes,
         )
-        context = ContextBuilder(
+        context = ContextEngine(
             settings.bot.workspace,
             max_tokens=settings.llm.context_window,
             token_counter=counter,

@@ -1,10 +1,11 @@
 """The context engine: exactly what the model sees on each turn, within a token budget.
 
-Public API: `ContextBuilder` (nanobot's facade) with its `SystemPrompt` and the typed
-`ContextReport` it returns in a `BuiltContext`, `ContextAssembler` (Loom's prioritised
-system prompt), `ChunkContextBuilder` (team9's XML-tagged chunks), the token counters.
-Names load on first use, so a caller that needs one name (the token counters live in
-core/text/) does not load the others (no model client, no network stack).
+Public API: `ContextEngine` (the daemon's path: a turn in, messages and the typed
+`ContextReport` out in a `BuiltContext`) with its `SystemPrompt`, `ContextAssembler`
+(Loom's prioritised system prompt), the token counters; and the seed-shaped facades
+(core/context/seed/): `ContextBuilder` (nanobot's) and `ChunkContextBuilder` (team9's
+XML-tagged chunks). Names load on first use, so `core.text.tokens` alone stays a light
+import (no model client, no network stack).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ _EXPORTS = {
     "ComponentPriority": "core.context.assembler",
     "ContextAssembler": "core.context.assembler",
     "ContextOverflowError": "core.context.assembler",
-    "ContextBuilder": "core.context.builder",
+    "ContextBuilder": "core.context.seed.builder",
+    "ContextEngine": "core.context.engine",
     "BuiltContext": "core.context.report",
     "ContextReport": "core.context.report",
     "SystemPrompt": "core.context.system_prompt",
@@ -24,7 +26,7 @@ _EXPORTS = {
     "Chunk": "core.context.chunk_types",
     "ChunkType": "core.context.chunk_types",
     "ContextBuildResult": "core.context.chunk_types",
-    "ChunkContextBuilder": "core.context.chunks",
+    "ChunkContextBuilder": "core.context.seed.chunks",
     "TokenCounter": "core.text.tokens",
     "get_counter": "core.text.tokens",
 }
@@ -37,6 +39,7 @@ __all__ = [
     "ContextAssembler",
     "ContextBuildResult",
     "ContextBuilder",
+    "ContextEngine",
     "ContextOverflowError",
     "ContextReport",
     "SystemPrompt",
@@ -47,11 +50,12 @@ __all__ = [
 
 if TYPE_CHECKING:
     from core.context.assembler import ComponentPriority, ContextAssembler, ContextOverflowError
-    from core.context.builder import ContextBuilder
     from core.context.chunk_render import XmlChunkRenderer
     from core.context.chunk_types import Chunk, ChunkType, ContextBuildResult
-    from core.context.chunks import ChunkContextBuilder
+    from core.context.engine import ContextEngine
     from core.context.report import BuiltContext, ContextReport
+    from core.context.seed.builder import ContextBuilder
+    from core.context.seed.chunks import ChunkContextBuilder
     from core.context.system_prompt import SystemPrompt
     from core.text.tokens import TokenCounter, get_counter
 

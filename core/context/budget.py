@@ -1,7 +1,7 @@
 """The budget arithmetic both context builders share: which counter, what framing costs,
 how much of the oldest material must go.
 
-Why a module of its own: `ContextBuilder` (stored turns, system components) and
+Why a module of its own: the engine (stored turns, system components) and
 `ChunkContextBuilder` (typed chunks) fit different material, but they must agree on
 the rules underneath, or one of them would hand the model more than the window: the
 counter a name or None stands for, the tokens a chat message costs beyond its content

@@ -3,7 +3,7 @@
 Why a module of its own: Chunk, ChunkType and ChunkLog (the input) and
 ContextBuildResult with its IdRanges (the output) are plain validated values that
 depend on neither rendering nor token counting; the renderer (chunk_render.py) and the
-builder (chunks.py) both build on them.
+builder (seed/chunks.py) both build on them.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""A ContextBuilder's system prompt: which components a turn gets, assembled within a room.
+"""The context engine's system prompt: which components a turn gets, assembled in a room.
 
 Why an object of its own: choosing the components (identity, time, session, bootstrap
 files, tool guide, memory notes, skills and the turn's own parts, in the documented
 order) and keeping one persistent ContextAssembler in step with them is one job, apart
-from fitting the history and the current message (core/context/builder.py). SystemPrompt
-owns its inputs and its assembler; the builder only asks it for a prompt within a room.
+from fitting the history and the current message (core/context/engine.py). SystemPrompt
+owns its inputs and its assembler; the engine only asks it for a prompt within a room.
 """
 
 from __future__ import annotations
@@ -35,10 +35,11 @@ from core.workspace.skills import SkillsLoader, skill_full_text, skills_summary_
 
 log = logging.getLogger(__name__)
 
-# Where a build puts its parts. "seed": seed 000's one system prompt (identity with the
-# time, bootstrap files, memory notes, skills; the session last), the public API's
-# default. "cache": the daemon's request, stable first and this turn's own material (time,
-# session, sender memory) after the history (docs/context-engine.md, "Why this order").
+# Where a build puts its parts. "cache": the daemon's request and the engine's default,
+# stable first and this turn's own material (time, session, sender memory) after the
+# history (docs/context-engine.md, "Why this order"). "seed": seed 000's one system prompt
+# (identity with the time, bootstrap files, memory notes, skills; the session last), the
+# default of the seed-shaped facades (core/context/seed/).
 Layout = Literal["seed", "cache"]
 LAYOUTS: tuple[Layout, ...] = ("seed", "cache")
 
@@ -98,7 +99,7 @@ class SystemPrompt:
         turn_parts: Sequence[SystemComponent],
         channel: str | None,
         chat_id: str | None,
-        layout: Layout = "seed",
+        layout: Layout = "cache",
         persona_chat: tuple[str, str] | None = None,
     ) -> list[SystemComponent]:
         """Every component of this turn, in `layout`'s order (see Layout).

@@ -15,9 +15,11 @@ count(head) + count(body) + count(tail) exactly, and the body count can come fro
 storage (`Chunk.tokens`) instead of re-tokenizing old turns.
 
 Layout: the data types are in core/context/chunk_types.py, the tags in
-core/context/chunk_render.py, the escaping rules in core/text/escaping.py and the
-arithmetic shared with ContextBuilder (the counter, message framing, trimming the oldest)
-in core/context/budget.py; this module is the builder. `core.context` names the API.
+core/context/chunk_render.py (the daemon renders its progress summary with them), the
+escaping rules in core/text/escaping.py and the arithmetic shared with the engine (the
+counter, message framing, trimming the oldest) in core/context/budget.py; this module is
+team9's builder, a seed-shaped surface the daemon does not use. `core.context` names the
+API.
 """
 
 from __future__ import annotations

@@ -1,16 +1,17 @@
-"""ContextBuilder: the facade that decides exactly what the model sees on each turn.
+"""ContextEngine: the daemon's one path from a turn's material to what the model sees.
 
-Why one facade: the system prompt (identity, persona files, skills, per-turn rules and
+Why one engine: the system prompt (identity, persona files, skills, per-turn rules and
 memory), the fitted history and the current message share one token window. Building
 them in one place lets the budget be exact (system + history + current + reply reserve
 <= window, counted as `count_messages` counts) and the report say precisely what was
-kept and dropped. The builder keeps caches (file contents, token counts) but no user
+kept and dropped. The engine keeps caches (file contents, token counts) but no user
 state: every `build` is given its sender's material and nothing else survives it.
 
-Layout: the system prompt is a SystemPrompt (core/context/system_prompt.py) the builder
+Layout: the system prompt is a SystemPrompt (core/context/system_prompt.py) the engine
 owns; components are in core/context/parts.py, history fitting in core/context/history.py
 and the report in core/context/report.py. This module fits the history and the current
-message around the prompt.
+message around the prompt. The seed-shaped facades built on it (nanobot's ContextBuilder,
+team9's chunk builder) are in core/context/seed/; the daemon never goes through them.
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from core.clock import WallClock
 from core.context.assembler import ComponentPriority, Order
 from core.context.budget import framing_tokens, oldest_to_drop, resolve_counter
 from core.context.compaction import SUMMARY_COMPONENT, summary_text
 from core.context.history import HistoryFit, MessageCost, fit_history
-from core.context.history_views import HistoryItem, TurnHistory, Uncounted, as_history_items
+from core.context.history_views import TurnHistory, Uncounted, as_history_items
 from core.context.parts import (
     KNOWLEDGE_COMPONENT,
     TOOL_GUIDE,
@@ -60,7 +61,7 @@ class _Current:
     images: int = 0
 
 
-class ContextBuilder:
+class ContextEngine:
     """Builds OpenAI chat messages for one turn within `max_tokens - reply_tokens`.
 
     `workspace` holds the bootstrap files, memory notes and skills (see README). Static
@@ -69,13 +70,16 @@ class ContextBuilder:
     after the reply reserve and the current message that the system prompt may not take
     (so low-priority material cannot crowd out the recent conversation), unless its
     non-truncatable components need it. The system prompt's material and assembler are
-    `system` (a SystemPrompt). Not thread-safe: use one builder per thread (in asyncio,
+    `system` (a SystemPrompt). Not thread-safe: use one engine per thread (in asyncio,
     `build` is synchronous and so never interleaves).
 
-    The public methods keep the seeds' shapes (one system prompt in seed 000's order,
-    `[system, *history, user]`); `layout="cache"` asks for the daemon's prompt-cache
-    order, which `build_turn` uses by default.
+    Builds use the prompt-cache order (`layout="cache"`, see Layout) unless told
+    otherwise; `layout="seed"` gives seed 000's single system prompt.
     """
+
+    # The order `build` uses when not told: the daemon's. The seed facade (core/context/
+    # seed/builder.py) sets its own, so one signature serves both.
+    layout: ClassVar[Layout] = "cache"
 
     def __init__(
         self,
@@ -131,84 +135,6 @@ class ContextBuilder:
         if turn_material == "user":
             self._wrap_reserve = self.counter.count(wrapped("")) + 4
 
-    # -- nanobot-shaped API -------------------------------------------------------------
-
-    def build_system_prompt(
-        self, skill_names: Sequence[str] | None = None, *, layout: Layout = "seed"
-    ) -> str:
-        """The system prompt alone, in seed 000's order: identity (with the time and the
-        tool guide), bootstrap files, memory notes, always-on skills, the skills summary.
-
-        `layout="cache"` gives the daemon's order instead (stable parts first, the time
-        last), as one text.
-        """
-        budget = self.max_tokens - self.reply_tokens - REPLY_PRIMER_TOKENS
-        budget -= 2 * self._system_framing
-        wanted = self.system.components(skill_names, (), None, None, layout)
-        head = self.system.assemble(wanted, budget)
-        return "\n\n".join(t for t in (head, self.system.tail()) if t)
-
-    def build_messages(
-        self,
-        history: Sequence[Mapping[str, Any]] | Sequence[HistoryItem],
-        current_message: str,
-        skill_names: Sequence[str] | None = None,
-        media: Sequence[MediaSource] | None = None,
-        channel: str | None = None,
-        chat_id: str | None = None,
-        *,
-        layout: Layout = "seed",
-    ) -> list[dict[str, Any]]:
-        """Seed 001's `[system, *history, user]`: the system prompt (the session named at
-        its end), the history that fits, the current message (with its images) last.
-
-        `layout="cache"` sends the daemon's order: this turn's material (time, session) as
-        a second system message after the history (docs/context-engine.md).
-        """
-        return self.build(
-            history,
-            current_message,
-            skill_names=skill_names,
-            media=media,
-            channel=channel,
-            chat_id=chat_id,
-            layout=layout,
-        ).messages
-
-    @staticmethod
-    def add_assistant_message(
-        messages: list[dict[str, Any]],
-        content: str | None,
-        tool_calls: Sequence[Mapping[str, Any]] | None = None,
-        *,
-        tool_call_dicts: Sequence[Mapping[str, Any]] | None = None,
-    ) -> list[dict[str, Any]]:
-        """Append the model's reply (and its tool calls) to `messages`; returns the list.
-
-        `tool_call_dicts` is `tool_calls` by the name seed 001's example passes it as.
-        """
-        if tool_call_dicts is not None:
-            if tool_calls is not None:
-                raise TypeError("pass tool_calls or tool_call_dicts, not both")
-            tool_calls = tool_call_dicts
-        message: dict[str, Any] = {"role": "assistant", "content": content}
-        if tool_calls:
-            message["tool_calls"] = [dict(call) for call in tool_calls]
-        messages.append(message)
-        return messages
-
-    @staticmethod
-    def add_tool_result(
-        messages: list[dict[str, Any]], tool_call_id: str, tool_name: str, result: str
-    ) -> list[dict[str, Any]]:
-        """Append a tool's result for `tool_call_id`; returns the list."""
-        messages.append(
-            {"role": "tool", "tool_call_id": tool_call_id, "name": tool_name, "content": result}
-        )
-        return messages
-
-    # -- the full build -----------------------------------------------------------------
-
     def build(
         self,
         history: Sequence[Any],
@@ -224,7 +150,7 @@ class ContextBuilder:
         max_history_items: int | None = None,
         recount: bool = False,
         reserved_tokens: int = 0,
-        layout: Layout = "seed",
+        layout: Layout | None = None,
         persona_chat: tuple[str, str] | None = None,
     ) -> BuiltContext:
         """Messages and report for one turn.
@@ -236,10 +162,12 @@ class ContextBuilder:
         are this turn's system material (session rule, sender memory, tool guide,
         retrieved text); one named like a built-in replaces it. `recount` re-tokenizes
         the kept history instead of trusting stored counts (for counts of unknown origin).
-        `layout` is "seed" (one system message, `[system, *history, user]`) or "cache"
-        (the daemon's: this turn's material after the history; see Layout).
+        `layout` is "cache" (the daemon's: this turn's material after the history; see
+        Layout) or "seed" (one system message, `[system, *history, user]`); None is the
+        class's own (`layout`).
         """
-        cache = check_layout(layout) == "cache"
+        chosen = check_layout(self.layout if layout is None else layout)
+        cache = chosen == "cache"
         limit = self.max_tokens - self.reply_tokens - max(0, reserved_tokens)  # tool definitions
         current = self._current(current_message, current_tokens, images, media, limit)
         # Room for the system messages' framing: the head, and in the cache layout the tail.
@@ -247,7 +175,7 @@ class ContextBuilder:
         room = limit - REPLY_PRIMER_TOKENS - (2 if cache else 1) * self._system_framing
         room -= current.tokens + wrap_reserve
         wanted = self.system.components(
-            skill_names, components, channel, chat_id, layout, persona_chat
+            skill_names, components, channel, chat_id, chosen, persona_chat
         )
         head = self.system.assemble(wanted, room, share=self.history_share)
         tail = self.system.tail()
@@ -447,4 +375,4 @@ class ContextBuilder:
         return fit, messages, total
 
 
-__all__ = ["DEFAULT_MAX_TOKENS", "DEFAULT_REPLY_TOKENS", "ContextBuilder"]
+__all__ = ["DEFAULT_MAX_TOKENS", "DEFAULT_REPLY_TOKENS", "ContextEngine"]
