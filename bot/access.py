@@ -26,25 +26,23 @@ from typing import Literal
 
 from bot.config import Settings
 from channels.http.chat_ids import GROUP, stored_group_id
+from core.admins import Admins
 from core.messages import ChatType, InboundMessage
 from core.tools.mcp.permission import Decision
 from memory.chat_settings import ChatSettings
 from memory.types import ChatKey
 
-# The operator at their own terminal (`chatterd chat`): never restricted.
-EXEMPT_PLATFORMS = frozenset({"console"})
-
 
 @dataclass(frozen=True)
 class AccessRules:
-    """`[access]` and `[bot] admins`: chats as ChatKeys, people as `platform:id` keys."""
+    """`[access]` with the admin decision: chats as ChatKeys, people as `platform:id` keys."""
 
     groups: Literal["all", "allowlist"] = "all"
     allowed_groups: frozenset[ChatKey] = frozenset()
     blocked_users: frozenset[str] = frozenset()
     private: Literal["all", "allowlist", "off"] = "all"
     allowed_users: frozenset[str] = frozenset()
-    admins: frozenset[str] = frozenset()
+    admins: Admins = Admins()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AccessRules:
@@ -55,11 +53,8 @@ class AccessRules:
             blocked_users=frozenset(access.blocked_users),
             private=access.private,
             allowed_users=frozenset(access.allowed_users),
-            admins=frozenset(settings.bot.admins),
+            admins=Admins(frozenset(settings.bot.admins)),
         )
-
-    def is_admin(self, message: InboundMessage) -> bool:
-        return message.sender_key in self.admins
 
     def group(self, here: ChatSettings) -> Decision:
         """Is this group on the list? `/bot allow|deny` first, then the config."""
@@ -75,7 +70,7 @@ class AccessRules:
 
     def private_chat(self, message: InboundMessage) -> Decision:
         """A private chat, by its sender (admins always)."""
-        if self.is_admin(message):
+        if self.admins.here(message):
             return Decision(True, "an admin")
         if self.private == "all":
             return Decision(True, '[access] private = "all"')
@@ -87,9 +82,9 @@ class AccessRules:
 
     def admit(self, message: InboundMessage, here: ChatSettings, *, command: bool) -> Decision:
         """Serve this message? `here` is its chat's settings (the defaults if none)."""
-        if message.platform in EXEMPT_PLATFORMS:
+        if self.admins.operator(message):
             return Decision(True, "the console")
-        admin = self.is_admin(message)
+        admin = self.admins.here(message)
         if admin and command:
             return Decision(True, "an admin's command")
         if not admin and message.sender_key in self.blocked_users:

@@ -25,6 +25,7 @@ from typing import Literal
 from bot.access import AccessRules
 from bot.commands.table import Commands
 from bot.config import Settings
+from core.admins import Admins
 from core.messages import ChatType, InboundMessage, Reply, TryLater
 from core.turn.accepted import notice_for
 from core.turn.chime import ChimeLevel, chime_level
@@ -43,8 +44,6 @@ log = logging.getLogger(__name__)
 
 RETRY_AFTER_S = 10.0  # what a caller is told to wait during a restart
 OVERLOAD_RETRY_S = 2.0  # ... and when too many turns are in flight and waiting
-# The console is the operator at their own terminal (`chatterd chat`): never limited.
-UNLIMITED_PLATFORMS = frozenset({"console"})
 _ALLOWED = RateDecision(True)
 # A group voice note's transcript (None: none), for its wake-word check (core/media/).
 Hear = Callable[[InboundMessage], Awaitable[str | None]]
@@ -95,13 +94,15 @@ class Dispatcher:
         outbox: Outbox | None = None,
         chime: ChimeIn | None = None,
         chime_in: ChimeLevel = "off",
+        admins: Admins | None = None,
     ) -> None:
         """`outbox` is where answers go out (None: the processor's). `limiter` counts
         answered messages per sender (None: no limit); `quota` checks the daily token
-        allowances (None: none); admins (`commands.is_admin`) and the console are exempt
+        allowances (None: none); `admins` (None: `access`'s) and the console are exempt
         from both. `access` decides where the bot serves (None: everywhere), with each
         group's `chat_settings` (None: defaults). `chime` may speak up after a group
         message kept as context, at the group's `/bot chime` level, else `chime_in`."""
+        self._admins = admins or (access.admins if access is not None else Admins())
         self._chime = chime
         self._chime_in = chime_in
         self._processor = processor
@@ -284,7 +285,7 @@ class Dispatcher:
         return await self._quota.over(message) is not None
 
     def _quota_exempt(self, message: InboundMessage) -> bool:
-        return message.platform in UNLIMITED_PLATFORMS or self._commands.is_admin(message)
+        return self._admins.operator(message) or self._admins.here(message)
 
     async def _quota_check(self, message: InboundMessage) -> QuotaDecision:
         """Over a daily allowance the message is not accepted (not stored, no model
@@ -303,10 +304,6 @@ class Dispatcher:
 
     def _rate_check(self, message: InboundMessage) -> RateDecision:
         """Synchronous on purpose: a refusal returns before the channel shows "typing"."""
-        if (
-            self._limiter is None
-            or message.platform in UNLIMITED_PLATFORMS
-            or self._commands.is_admin(message)
-        ):
+        if self._limiter is None or self._admins.operator(message) or self._admins.here(message):
             return _ALLOWED
         return self._limiter.check(message.sender_key)

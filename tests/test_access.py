@@ -15,6 +15,7 @@ from bot.access import AccessRules
 from bot.commands.table import Commands
 from bot.config import ConfigError, load_config
 from bot.dispatcher import Dispatcher
+from core.admins import Admins
 from core.messages import ChatType, InboundMessage
 from core.turn.processor import MessageProcessor
 from core.turn.triggers import TriggerPolicy, is_command
@@ -57,7 +58,7 @@ LISTED = AccessRules(
     blocked_users=frozenset({"qq:66"}),
     private="allowlist",
     allowed_users=frozenset({"qq:3"}),
-    admins=frozenset({ADMIN}),
+    admins=Admins(frozenset({ADMIN})),
 )
 
 
@@ -89,7 +90,7 @@ LISTED = AccessRules(
         (LISTED, message("/help", sender="66"), here(), False, "blocked_users"),
         (LISTED, message(sender="3", group=False), here(), True, "allowed_users"),
         (
-            AccessRules(blocked_users=frozenset({ADMIN}), admins=frozenset({ADMIN})),
+            AccessRules(blocked_users=frozenset({ADMIN}), admins=Admins(frozenset({ADMIN}))),
             message(sender="1"),
             here(),
             True,
@@ -100,7 +101,7 @@ LISTED = AccessRules(
         (LISTED, message(sender="1", group=False), here(), True, "an admin"),
         (AccessRules(private="off"), message(group=False), here(), False, 'private = "off"'),
         (
-            AccessRules(private="off", admins=frozenset({ADMIN})),
+            AccessRules(private="off", admins=Admins(frozenset({ADMIN}))),
             message(sender="1", group=False),
             here(),
             True,
@@ -256,7 +257,7 @@ async def test_the_decision_knows_access_settings_and_the_groups_wake_words(
     cache = CachedChatSettings(storage.chat_settings)
     commands = Commands(
         store=storage,
-        admins=frozenset({ADMIN}),
+        admins=Admins(frozenset({ADMIN})),
         bot_name="chatterd",
         context_report=lambda platform, chat_id: None,
     )

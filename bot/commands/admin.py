@@ -77,7 +77,7 @@ class BotCommand:
         )
 
     async def __call__(self, message: InboundMessage, args: list[str]) -> Reply:
-        if not self.access.is_admin(message):
+        if not self.access.admins.here(message):
             return Reply("Only admins can use /bot.")
         sub = args[0].casefold() if args else "help"
         group = message.chat_type is ChatType.GROUP

@@ -42,6 +42,7 @@ from bot.wiring.reminders import add_commands, build_reminders, build_scheduler
 from bot.wiring.shared_media import SharedMedia
 from bot.wiring.storage import open_daemon_storage
 from channels.base import Channel, ChannelHealth
+from core.admins import Admins
 from core.clock import WallClock, utc_now
 from core.context import ContextBuilder
 from core.context.tail import turn_material
@@ -224,11 +225,17 @@ class App:
             clock=self._clock,  # the trusted time block too (a test's clock crosses minutes)
         )
         assert self.storage is not None
-        mcp = self.mcp = await start_mcp_tools(settings, self.storage, counter, self._stack)
+        admins = Admins(frozenset(settings.bot.admins))  # the one admin decision
+        mcp = self.mcp = await start_mcp_tools(settings, self.storage, counter, self._stack, admins)
         self._drawing = build_drawing(
-            settings, self.storage.jobs, self._stack, self._clock, self._seams.links_resolver
+            settings,
+            self.storage.jobs,
+            self._stack,
+            self._clock,
+            admins,
+            self._seams.links_resolver,
         )
-        self._tasks = build_tasks(settings, self.storage.jobs, self.routes)  # spawn
+        self._tasks = build_tasks(settings, self.storage.jobs, self.routes, admins)  # spawn
         tool_loop = self._tool_loop(llm, meter, mcp)
         self.processor = MessageProcessor(
             store=self.storage,
@@ -252,7 +259,6 @@ class App:
                 within_s=settings.bot.recover_within_s,
             ),
         )
-        admins = frozenset(settings.bot.admins)
         limits = QuotaLimits(**settings.limits.model_dump())
         commands = Commands(
             store=self.storage,
@@ -276,7 +282,9 @@ class App:
         if self._drawing is not None:  # the "draw" job kind and /draw
             self._drawing.attach(self.jobs, commands, meter)
         if self.knowledge is not None:  # /kb; adds are "kb_add" jobs on the runner
-            self.knowledge.attach(commands, self.jobs, self.storage, self._shared.sandbox, settings)
+            self.knowledge.attach(
+                commands, self.jobs, self.storage, self._shared.sandbox, settings, admins
+            )
         self._tasks.attach(self.jobs, tool_loop, self.storage)  # the "task" job kind
         if self.reminders is not None:
             add_commands(commands, self.reminders, admins)

@@ -18,6 +18,7 @@ from bot.access import AccessRules
 from bot.commands.remind import RemindCommand
 from bot.commands.table import Commands
 from bot.config import Settings
+from core.admins import Admins
 from core.messages import ChatType, InboundMessage
 from core.reminders.scheduler import Gate, Lock, Scheduler, SchedulerOptions, owner_message
 from core.reminders.service import ReminderLimits, Reminders
@@ -57,7 +58,7 @@ def build_reminders(
     )
 
 
-def add_commands(commands: Commands, reminders: Reminders, admins: frozenset[str]) -> None:
+def add_commands(commands: Commands, reminders: Reminders, admins: Admins) -> None:
     command = RemindCommand(reminders, admins)
     commands.add("remind", command.remind)
     commands.add("schedule", command.schedule)
