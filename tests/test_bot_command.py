@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from bot.access import AccessRules
 from bot.commands.admin import BotCommand
 from bot.commands.table import Commands
 from core.admins import Admins
 from core.messages import ChatType, InboundMessage
+from core.turn.access import AccessRules
 from memory.chat_settings import PERSONA_MAX_CHARS, WAKE_WORDS_MAX
 from memory.chat_settings_cache import CachedChatSettings
 from memory.store import SqlStorage

@@ -29,12 +29,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.access import AccessRules
 from bot.cli.main import build_parser
 from bot.commands.admin import BotCommand
 from bot.commands.table import Commands
 from core.admins import Admins
 from core.messages import ChatType, InboundMessage
+from core.turn.access import AccessRules
 from memory.chat_settings_cache import CachedChatSettings
 from memory.store import SqlStorage
 

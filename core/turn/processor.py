@@ -78,6 +78,7 @@ class MessageProcessor:
         context: TurnContextBuilder,
         counter: TokenCounter,
         tool_loop: ToolLoop,
+        outbox: Outbox,
         options: ProcessorOptions | None = None,
         read_images: ImageReader | None = None,
         compactor: Compactor | None = None,
@@ -87,7 +88,9 @@ class MessageProcessor:
         speak: Speaker | None = None,
         knowledge: KnowledgeLookup | None = None,
     ) -> None:
-        """`knowledge`: the chat's and global documents' passages for a turn, if any."""
+        """`outbox` is the one door out, shared with everyone who sends; `routes` gives
+        a recovered message its images back. `knowledge`: the chat's and global
+        documents' passages for a turn, if any."""
         self._store = store
         self._knowledge = knowledge
         self._speak = speak
@@ -98,7 +101,7 @@ class MessageProcessor:
         self._tool_loop = tool_loop
         self._reading = MessageReading(read_images, read_shared)
         self._routes = routes
-        self._outbox = Outbox(routes, store.intake)
+        self._outbox = outbox
         self._serial = ChatSerializer(
             self._options.max_in_flight, self._options.max_in_flight_per_user
         )
@@ -108,11 +111,6 @@ class MessageProcessor:
         self._bursts: Bursts[tuple[IntakeEntry, InboundMessage]] = Bursts()
         self._closing = False
         self._last_reports: LRUCache[ChatKey, ContextReport] = LRUCache(maxsize=REPORTS_KEPT)
-
-    @property
-    def outbox(self) -> Outbox:
-        """The one door out: the dispatcher sends command answers and notices here too."""
-        return self._outbox
 
     async def handle(self, message: InboundMessage) -> None:
         """Accept one triggered message and answer it through the outbox.
