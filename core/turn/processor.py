@@ -373,6 +373,10 @@ class MessageProcessor:
             if self._knowledge is not None
             else None
         )
+        # One context for the turn: the tools offered and the calls they run see one sender.
+        tools = ToolContext.for_message(
+            message, self._store, inbound=message, citations=Citations.after(note)
+        )
         built = self._context.build_turn(
             TurnInput(
                 message=message,
@@ -383,7 +387,7 @@ class MessageProcessor:
                 history=found.history,
                 memories=found.memories,
                 image_parts=[part for read in reads for part in read.image_parts],
-                **self._tool_loop.turn_tools(ToolContext.for_message(message, None)),
+                **self._tool_loop.turn_tools(tools),
                 summary=found.summary,
                 summary_through=found.summary_through,
                 chat_persona=await self._persona(message),
@@ -393,11 +397,7 @@ class MessageProcessor:
         self._last_reports[message.chat_key] = built.report
         try:
             result = await self._tool_loop.run(
-                built.messages,
-                ToolContext.for_message(
-                    message, self._store, inbound=message, citations=Citations.after(note)
-                ),
-                preview=stream.show if stream is not None else None,
+                built.messages, tools, preview=stream.show if stream is not None else None
             )
         except LLMError as exc:
             log.warning("model call failed for %s: %s (%s)", message.chat_key, exc.kind, exc)
