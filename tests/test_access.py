@@ -16,7 +16,7 @@ from bot.config import ConfigError, load_config
 from bot.wiring.gate import access_rules, admins_of
 from core.admins import Admins
 from core.messages import ChatType, InboundMessage
-from core.turn.access import AccessRules
+from core.turn.access import AccessRules, NothingSet
 from core.turn.delivery import Outbox
 from core.turn.gate import Gate
 from core.turn.processor import MessageProcessor
@@ -283,3 +283,11 @@ async def test_the_decision_knows_access_settings_and_the_groups_wake_words(
     await cache.update(ChatKey("qq", "group:7"), by=ADMIN, enabled=False)
     assert not await answers(dispatcher, message("chatterd, hi"))
     assert not await answers(dispatcher, message("chatterd, hi", sender="66", chat="group:7"))
+
+
+def test_a_chat_with_nothing_set_reads_as_a_stored_chats_defaults() -> None:
+    """The gate reads private chats as NothingSet without a lookup: the same as a chat
+    with no stored row."""
+    fields = ("chat_key", "enabled", "allowed", "wake_words", "chime")
+    stored, nothing = ChatSettings("qq", "5"), NothingSet(ChatKey("qq", "5"))
+    assert [getattr(nothing, f) for f in fields] == [getattr(stored, f) for f in fields]
