@@ -221,7 +221,7 @@ def _user_problem(platform: str, ident: str) -> str:
 
 
 class AccessConfig(Section):
-    """Where the bot serves (bot/access.py decides per message; `/bot allow|deny` and
+    """Where the bot serves (core/turn/access.py decides per message; `/bot allow|deny` and
     `/bot on|off` change it per group at run time, stored in the database)."""
 
     groups: Literal["all", "allowlist"] = "all"

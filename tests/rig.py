@@ -19,11 +19,11 @@ from typing import Any
 
 from bot.commands.table import Commands
 from bot.config import Settings
-from bot.dispatcher import Dispatcher
 from bot.wiring.app import App, Seams, TurnPath
 from bot.wiring.registry import ChannelDeps
 from core.messages import ChatType, DeliveryError, InboundMessage, OutboundMessage, Reply, Sent
 from core.tools.search import SearchBackend
+from core.turn.gate import Gate
 from core.turn.processor import MessageProcessor
 from core.turn.reading import ImageReader
 from memory.store import SqlStorage
@@ -155,7 +155,7 @@ class Rig:
     app: App
     processor: MessageProcessor
     commands: Commands
-    dispatcher: Dispatcher
+    dispatcher: Gate
     channel: Waiting = field(default_factory=Waiting)
 
     async def reply(self, message: InboundMessage) -> str | None:

@@ -1,4 +1,4 @@
-"""Where the bot serves, decided without the daemon: bot/access.py, the `[access]` config,
+"""Where the bot serves, decided without the daemon: core/turn/access.py, the `[access]` config,
 the chat-settings cache, per-group wake words and the dispatcher's early answer.
 
 The end-to-end side (real channels over the fakes, restarts) is tests/test_access_e2e.py.
@@ -11,11 +11,14 @@ from typing import Any, cast
 
 import pytest
 
-from bot.access import AccessRules
 from bot.commands.table import Commands
 from bot.config import ConfigError, load_config
-from bot.dispatcher import Dispatcher
+from bot.wiring.gate import access_rules, admins_of
+from core.admins import Admins
 from core.messages import ChatType, InboundMessage
+from core.turn.access import AccessRules, NothingSet
+from core.turn.delivery import Outbox
+from core.turn.gate import Gate
 from core.turn.processor import MessageProcessor
 from core.turn.triggers import TriggerPolicy, is_command
 from memory.chat_settings import ChatSettings
@@ -57,7 +60,7 @@ LISTED = AccessRules(
     blocked_users=frozenset({"qq:66"}),
     private="allowlist",
     allowed_users=frozenset({"qq:3"}),
-    admins=frozenset({ADMIN}),
+    admins=Admins(frozenset({ADMIN})),
 )
 
 
@@ -89,7 +92,7 @@ LISTED = AccessRules(
         (LISTED, message("/help", sender="66"), here(), False, "blocked_users"),
         (LISTED, message(sender="3", group=False), here(), True, "allowed_users"),
         (
-            AccessRules(blocked_users=frozenset({ADMIN}), admins=frozenset({ADMIN})),
+            AccessRules(blocked_users=frozenset({ADMIN}), admins=Admins(frozenset({ADMIN}))),
             message(sender="1"),
             here(),
             True,
@@ -100,7 +103,7 @@ LISTED = AccessRules(
         (LISTED, message(sender="1", group=False), here(), True, "an admin"),
         (AccessRules(private="off"), message(group=False), here(), False, 'private = "off"'),
         (
-            AccessRules(private="off", admins=frozenset({ADMIN})),
+            AccessRules(private="off", admins=Admins(frozenset({ADMIN}))),
             message(sender="1", group=False),
             here(),
             True,
@@ -158,7 +161,8 @@ def test_access_config_reads_the_documented_forms(tmp_path: Path) -> None:
     access = load_config(path, environ={}).access
     assert access.groups == "allowlist" and access.private == "off"
     assert access.allowed_groups == ["telegram:-1001234567890", "qq:group:556677", "http:team"]
-    rules = AccessRules.from_settings(load_config(path, environ={}))
+    settings = load_config(path, environ={})
+    rules = access_rules(settings, admins_of(settings))
     assert ChatKey("qq", "group:556677") in rules.allowed_groups
     assert "qq:10002" in rules.blocked_users
 
@@ -243,10 +247,10 @@ async def test_cache_warms_from_the_store_and_stays_bounded(storage: SqlStorage)
     assert cache.peek(ChatKey("qq", "group:6")) is not None
 
 
-# -- the dispatcher's one decision (Telegram shows "typing" from it) ----------------------
+# -- the gate's one decision (Telegram shows "typing" from it) ----------------------
 
 
-async def answers(dispatcher: Dispatcher, message: InboundMessage) -> bool:
+async def answers(dispatcher: Gate, message: InboundMessage) -> bool:
     return (await dispatcher.decide(message)).answers
 
 
@@ -256,15 +260,17 @@ async def test_the_decision_knows_access_settings_and_the_groups_wake_words(
     cache = CachedChatSettings(storage.chat_settings)
     commands = Commands(
         store=storage,
-        admins=frozenset({ADMIN}),
+        admins=Admins(frozenset({ADMIN})),
         bot_name="chatterd",
         context_report=lambda platform, chat_id: None,
     )
-    dispatcher = Dispatcher(
+    dispatcher = Gate(
         processor=cast(MessageProcessor, None),  # decide() never reaches the processor
         commands=commands,
+        outbox=cast(Outbox, None),  # ... nor sends anything
         policy=TriggerPolicy.create("chatterd", []),
         store_untriggered=True,
+        admins=LISTED.admins,
         access=LISTED,
         chat_settings=cache,
     )
@@ -277,3 +283,11 @@ async def test_the_decision_knows_access_settings_and_the_groups_wake_words(
     await cache.update(ChatKey("qq", "group:7"), by=ADMIN, enabled=False)
     assert not await answers(dispatcher, message("chatterd, hi"))
     assert not await answers(dispatcher, message("chatterd, hi", sender="66", chat="group:7"))
+
+
+def test_a_chat_with_nothing_set_reads_as_a_stored_chats_defaults() -> None:
+    """The gate reads private chats as NothingSet without a lookup: the same as a chat
+    with no stored row."""
+    fields = ("chat_key", "enabled", "allowed", "wake_words", "chime")
+    stored, nothing = ChatSettings("qq", "5"), NothingSet(ChatKey("qq", "5"))
+    assert [getattr(nothing, f) for f in fields] == [getattr(stored, f) for f in fields]

@@ -59,7 +59,7 @@ async def chat() -> AsyncIterator[FakeOpenAI]:
 @pytest.fixture
 def ignored(caplog: pytest.LogCaptureFixture) -> Callable[[int], Any]:
     """`await ignored(n)`: wait until the dispatcher has ignored n messages in all."""
-    caplog.set_level(logging.DEBUG, logger="bot.dispatcher")
+    caplog.set_level(logging.DEBUG, logger="core.turn.gate")
 
     def lines() -> list[str]:
         return [r.getMessage() for r in caplog.records if "not serving" in r.getMessage()]

@@ -20,6 +20,7 @@ import pytest
 
 from bot.wiring.app import Seams
 from channels.onebot.channel import OneBotChannel
+from core.admins import Admins
 from core.background.desk import TaskDesk, TaskRequest, TaskRules
 from core.tools.search import SearchResult
 from memory.store import SqlStorage
@@ -274,7 +275,7 @@ async def test_a_turn_run_again_finds_its_task_instead_of_starting_a_second(
 ) -> None:
     """Recovery runs a turn again when its process died before its answer was stored: the
     model spawns again for the same message, and is given the task its first run started."""
-    desk = TaskDesk(storage.jobs, TaskRules(allow="everyone", admins=frozenset()))
+    desk = TaskDesk(storage.jobs, TaskRules(allow="everyone", admins=Admins()))
     asked = TaskRequest("telegram", "2", "private", "2", "Bob", message_id="41", task="read")
     first = await desk.ask(asked)
     again = await desk.ask(replace(asked, task="read the pages"))

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from bot.access import AccessRules
 from bot.commands.admin import BotCommand
 from bot.commands.table import Commands
+from core.admins import Admins
 from core.messages import ChatType, InboundMessage
+from core.turn.access import AccessRules
 from memory.chat_settings import PERSONA_MAX_CHARS, WAKE_WORDS_MAX
 from memory.chat_settings_cache import CachedChatSettings
 from memory.store import SqlStorage
@@ -34,7 +35,9 @@ def said(text: str, *, sender: str = ADMIN_ID, group: bool = True) -> InboundMes
 @pytest.fixture
 def commands(storage: SqlStorage) -> Commands:
     rules = AccessRules(
-        groups="allowlist", admins=frozenset({f"qq:{ADMIN_ID}"}), blocked_users=frozenset({"qq:9"})
+        groups="allowlist",
+        admins=Admins(frozenset({f"qq:{ADMIN_ID}"})),
+        blocked_users=frozenset({"qq:9"}),
     )
     control = BotCommand(
         CachedChatSettings(storage.chat_settings), rules, ("chatterd", "mochi"), 20

@@ -21,11 +21,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.dispatcher import UNREADABLE_NOTICE
 from bot.wiring.app import App
 from bot.wiring.registry import ChannelDeps
 from channels.http.channel import HttpChannel
 from channels.onebot.channel import OneBotChannel
+from core.turn.gate import UNREADABLE_NOTICE
 from core.turn.ratelimit import RATE_NOTICE
 from memory.store import SqlStorage
 from tests.fakes.files import make_png
@@ -398,7 +398,7 @@ async def test_telegram_rate_limit_answers_once_per_window_and_spares_untriggere
 async def test_qq_user_over_the_rate_limit_is_told_once_and_admins_are_exempt(
     tmp_path: Path, database_url: str, chat: FakeOpenAI, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="bot.dispatcher")
+    caplog.set_level(logging.INFO, logger="core.turn.gate")
     impl = FakeOneBot(self_id=QQ_SELF)
     onebot = {"enabled": True, "host": "127.0.0.1", "port": 0, "access_token": QQ_TOKEN}
     onebot["send_interval_s"] = 0.0  # six replies: pacing is tested on a fake clock elsewhere

@@ -11,6 +11,7 @@ import pytest
 
 from bot.cli.main import main
 from bot.commands.table import Commands
+from core.admins import Admins
 from memory.service import MemoryService
 from memory.store import open_storage
 from tests.fakes.openai_server import FakeOpenAI, echo_last_user
@@ -98,7 +99,7 @@ async def test_forget_by_number_is_the_same_from_chat_and_cli(tmp_path: Path) ->
                 for fact in ("likes tea", "lives in Lyon", "plays chess"):
                     await memories.add("telegram", user, fact, author=f"telegram:{user}")
             commands = Commands(
-                store=store, admins=frozenset(), bot_name="t", context_report=lambda p, c: None
+                store=store, admins=Admins(), bot_name="t", context_report=lambda p, c: None
             )
 
             async def in_chat(text: str) -> str:

@@ -29,7 +29,9 @@ def _probe(imports: str, forbidden: str) -> None:
 
 def test_importing_the_turn_path_loads_no_sqlalchemy() -> None:
     _probe(
-        "core.turn.processor, core.usage.quota, core.usage.meter, core.turn.delivery", "sqlalchemy"
+        "core.turn.processor, core.turn.gate, core.usage.quota, core.usage.meter, "
+        "core.turn.delivery",
+        "sqlalchemy",
     )
 
 

@@ -29,11 +29,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.access import AccessRules
 from bot.cli.main import build_parser
 from bot.commands.admin import BotCommand
 from bot.commands.table import Commands
+from core.admins import Admins
 from core.messages import ChatType, InboundMessage
+from core.turn.access import AccessRules
 from memory.chat_settings_cache import CachedChatSettings
 from memory.store import SqlStorage
 
@@ -287,11 +288,14 @@ def test_every_cli_command_and_option_is_in_commands_doc() -> None:
 def _commands(storage: SqlStorage, admins: frozenset[str]) -> Commands:
     """Commands as the daemon builds them, `/bot` included."""
     control = BotCommand(
-        CachedChatSettings(storage.chat_settings), AccessRules(admins=admins), ("chatterd",), 20
+        CachedChatSettings(storage.chat_settings),
+        AccessRules(admins=Admins(admins)),
+        ("chatterd",),
+        20,
     )
     return Commands(
         store=storage,
-        admins=admins,
+        admins=Admins(admins),
         bot_name="chatterd",
         context_report=lambda platform, chat_id: None,
         bot_control=control,

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from bot.dispatcher import TEXT_CUT_NOTICE
 from channels.onebot.channel import OneBotChannel
+from core.turn.gate import TEXT_CUT_NOTICE
 from memory.store import SqlStorage
 from memory.types import IntakeDraft, NewTurn
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot, sent_text

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from bot.config import ConfigError, load_config, mask_secrets
+from core.admins import Admins
 from core.tools.mcp.config import McpConfig, McpServerConfig
 from core.tools.mcp.offer import build_entries, make_offer, name_clashes
 from core.tools.mcp.permission import Sender, decide
@@ -117,7 +118,7 @@ def test_two_tools_that_would_share_a_name_are_both_withheld_and_the_operator_to
     assert [e.name for e in build_entries([*clash, fine], config)] == ["time__now"]
     assert name_clashes([*clash, fine]) == {"files__get_file": ["files/get.file", "files/get_file"]}
 
-    tools = McpTools(McpConfig(), frozenset())
+    tools = McpTools(McpConfig(), Admins())
     tools.links = {name: ServerLink(name, McpServerConfig(command="x"), 1.0) for name in config}
     tools.links["files"].tools, tools.links["time"].tools = clash, [fine]
     for link in tools.links.values():

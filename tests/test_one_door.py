@@ -50,8 +50,8 @@ async def test_a_proactive_message_reaches_telegram_and_an_http_chat_refuses_one
             tmp_path, database_url, chat, telegram=telegram_section(tg), http=http
         )
         async with daemon(settings) as app:
-            assert app.processor is not None
-            outbox = app.processor.outbox
+            outbox = app.outbox
+            assert outbox is not None
             reminder = OutboundMessage("telegram", str(ALICE["id"]), "Tea time!")
             sent = await outbox.send_proactive(reminder)
             assert len(sent.message_ids) == 1

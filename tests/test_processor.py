@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 
+import bot.wiring.app as app_module
 from core.media.vision import ImageNotes
 from core.messages import ImageRef, InboundMessage, OutboundMessage, Reply, Sent, TryLater
+from core.tools.registry import Observation, Tool, ToolContext, ToolRegistry
 from core.tools.search import SearchResult
 from core.turn.outcomes import APOLOGY, ShuttingDown
 from memory.store import SqlStorage
@@ -193,6 +195,39 @@ async def test_a_search_the_model_asks_for_reaches_the_backend_and_the_next_roun
         ("assistant", "message"),
     ]
     assert "Sunny, 18 °C" in turns[2].content  # the next turn's context sees the result too
+
+
+async def test_a_turn_offers_its_tools_and_runs_them_on_one_context(
+    storage: SqlStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whom a tool is offered to and whom its call runs for are decided on the same facts:
+    one ToolContext per turn, with the turn's memory and message."""
+    offered: list[ToolContext] = []
+    ran: list[ToolContext] = []
+
+    async def probe(arg: str, ctx: ToolContext) -> Observation:
+        ran.append(ctx)
+        return Observation("probed")
+
+    def offer(ctx: ToolContext) -> bool:
+        offered.append(ctx)
+        return True
+
+    real = app_module.default_registry
+
+    def with_probe(*args: Any, **kwargs: Any) -> ToolRegistry:
+        registry = real(*args, **kwargs)
+        registry.register(Tool("probe", "Probe", "[Probe: what]", probe, offered_to=offer))
+        return registry
+
+    monkeypatch.setattr(app_module, "default_registry", with_probe)
+    async with build_rig(storage, tmp_path) as rig:
+        rig.fake.reply("[Probe: it]")
+        rig.fake.reply("Probed.")
+        assert await rig.reply(msg("probe it", mid="1")) == "Probed."
+    assert len(ran) == 1 and offered
+    assert all(ctx is ran[0] for ctx in offered)  # the guide's, the check's and the call's
+    assert ran[0].memory is storage and ran[0].extra["inbound"].text == "probe it"
 
 
 async def test_untriggered_group_messages_become_context_of_the_next_turn(rig: Rig) -> None:

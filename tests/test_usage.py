@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from bot.commands.usage import UsageCommand
+from core.admins import Admins
 from core.llm import OpenAIProvider
 from core.llm.provider import ChatResult
 from core.messages import ChatType, InboundMessage
@@ -142,7 +143,7 @@ async def test_usage_shows_the_allowance_and_flags_our_own_counts(storage: SqlSt
     )
     command = UsageCommand(
         storage.usage,
-        admins=frozenset(),
+        admins=Admins(),
         limits=QuotaLimits(user_tokens_per_day=100),
         clock=ManualWallClock(NOON),
     )

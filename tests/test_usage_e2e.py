@@ -67,7 +67,7 @@ class LogWaiter(logging.Handler):
 @pytest.fixture
 async def quota_log() -> AsyncIterator[LogWaiter]:
     waiter = LogWaiter("token quota")
-    logger = logging.getLogger("bot.dispatcher")
+    logger = logging.getLogger("core.turn.gate")
     logger.addHandler(waiter)
     previous = logger.level
     logger.setLevel(logging.INFO)

@@ -5,7 +5,7 @@
 `/bot reset-settings`, `/bot status`. Why these live in the database
 (memory/chat_settings.py) and not in the config: an operator opens a group or gives it
 a persona from the chat itself, and the change survives a restart and reaches every
-replica. The rules that read them are bot/access.py (where the bot serves),
+replica. The rules that read them are core/turn/access.py (where the bot serves),
 core/turn/triggers.py (wake words) and the processor's persona lookup; this module only
 changes the settings and explains them.
 """
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.access import AccessRules
 from bot.commands.table import text_after
 from bot.config import Settings
 from core.messages import ChatType, InboundMessage, Reply
+from core.turn.access import AccessRules
 from core.turn.chime import DEFAULT_GAP_S, ChimeLevel, chime_level
 from memory.chat_settings import (
     CHIME_LEVELS,
@@ -65,10 +65,12 @@ class BotCommand:
     chime_gap_s: float = 0.0  # [groups] chime_min_gap_s (0: the level's own)
 
     @classmethod
-    def from_settings(cls, settings: Settings, chat_settings: CachedChatSettings) -> BotCommand:
+    def from_settings(
+        cls, settings: Settings, chat_settings: CachedChatSettings, access: AccessRules
+    ) -> BotCommand:
         return cls(
             chat_settings=chat_settings,
-            access=AccessRules.from_settings(settings),
+            access=access,
             wake_words=(settings.bot.name, *settings.groups.wake_words),
             rate_limit_per_min=settings.bot.rate_limit_per_min,
             default_timezone=settings.bot.timezone,
@@ -77,7 +79,7 @@ class BotCommand:
         )
 
     async def __call__(self, message: InboundMessage, args: list[str]) -> Reply:
-        if not self.access.is_admin(message):
+        if not self.access.admins.here(message):
             return Reply("Only admins can use /bot.")
         sub = args[0].casefold() if args else "help"
         group = message.chat_type is ChatType.GROUP

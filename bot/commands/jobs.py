@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
+from core.admins import Admins
 from core.clock import WallClock, utc_now
 from core.messages import ChatType, InboundMessage, Reply
 from memory.job_types import Job
@@ -45,7 +46,7 @@ class JobsCommand:
     """`/jobs` for bot/commands/table.py: (message, args) -> Reply."""
 
     jobs: JobStore
-    admins: frozenset[str]
+    admins: Admins
     clock: WallClock = utc_now
 
     async def __call__(self, message: InboundMessage, args: list[str]) -> Reply:
@@ -56,11 +57,8 @@ class JobsCommand:
             return Reply(await self._cancel(message, args[1:]))
         return Reply(USAGE)
 
-    def _admin(self, message: InboundMessage) -> bool:
-        return message.sender_key in self.admins
-
     async def _list(self, message: InboundMessage) -> str:
-        everyone = self._admin(message) and message.chat_type is ChatType.GROUP
+        everyone = self.admins.here(message) and message.chat_type is ChatType.GROUP
         mine = None if everyone else message.sender_id
         found = await self.jobs.listing(
             message.platform, message.chat_id, requester_id=mine, limit=SHOWN
@@ -77,7 +75,7 @@ class JobsCommand:
         job = await self.jobs.get(int(found.group(1)))
         if job is None or job.chat_key != message.chat_key:
             return f"There is no job #{found.group(1)} in this chat."
-        if job.requester_id != message.sender_id and not self._admin(message):
+        if job.requester_id != message.sender_id and not self.admins.here(message):
             return f"Job #{job.id} is {job.requester_name}'s: only they or an admin can cancel it."
         if not await self.jobs.cancel(job, message.sender_name, self.clock()):
             return f"Job #{job.id} has already ended ({job.state})."

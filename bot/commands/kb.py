@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from core.admins import Admins
 from core.knowledge.intake import AddRequest, KnowledgeIntake
 from core.knowledge.sources import KnowledgeSources, Unreadable
 from core.media.documents import Page
@@ -67,11 +68,11 @@ class KbCommand:
     """`/kb` for bot/commands/table.py: (message, args) -> Reply."""
 
     knowledge: KnowledgeCommands
-    admins: frozenset[str]
+    admins: Admins
     group_members_add: bool = False
 
     def _may_change(self, message: InboundMessage) -> bool:
-        if message.sender_key in self.admins or message.chat_type is ChatType.PRIVATE:
+        if self.admins.here(message) or message.chat_type is ChatType.PRIVATE:
             return True
         return self.group_members_add
 
@@ -91,7 +92,7 @@ class KbCommand:
     async def _add(self, message: InboundMessage, rest: list[str]) -> str:
         is_global = "--global" in rest
         rest = [word for word in rest if word != "--global"]
-        admin = message.sender_key in self.admins
+        admin = self.admins.here(message)
         if is_global and not admin:
             return "Only admins can add documents for every chat (--global)."
         if not self._may_change(message):
@@ -158,7 +159,7 @@ class KbCommand:
             return "Only admins can remove documents from this group's knowledge base."
         doc_id = int(found.group(1))
         gone = await self.knowledge.remove(doc_id, chat_scope(message))
-        if gone is None and message.sender_key in self.admins:
+        if gone is None and self.admins.here(message):
             gone = await self.knowledge.remove(doc_id, GLOBAL_SCOPE)
         if gone is None:
             return f"There is no document #{doc_id} in this chat's knowledge base."

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from bot.commands.table import text_after
+from core.admins import Admins
 from core.messages import InboundMessage, Reply
 from core.reminders.service import Reminders, list_line
 from core.reminders.when import FORMS_HELP
@@ -39,10 +40,7 @@ class RemindCommand:
     """`/remind` and `/schedule` for bot/commands/table.py: (message, args) -> Reply."""
 
     reminders: Reminders
-    admins: frozenset[str]
-
-    def _admin(self, message: InboundMessage) -> bool:
-        return message.sender_key in self.admins
+    admins: Admins
 
     async def remind(self, message: InboundMessage, args: list[str]) -> Reply:
         sub = args[0].casefold() if args else "help"
@@ -55,7 +53,7 @@ class RemindCommand:
         return Reply(await self._set(message, "remind"))
 
     async def schedule(self, message: InboundMessage, args: list[str]) -> Reply:
-        if not self._admin(message):
+        if not self.admins.here(message):
             return Reply("Only admins can schedule tasks; /remind sets a reminder.")
         sub = args[0].casefold() if args else "help"
         if sub in ("help", "?"):
@@ -74,7 +72,7 @@ class RemindCommand:
         return done.text
 
     async def _list(self, message: InboundMessage) -> str:
-        admin = self._admin(message)
+        admin = self.admins.here(message)
         owner = None if admin else message.sender_id
         found = await self.reminders.listing(message.platform, message.chat_id, owner)
         if not found:
@@ -88,5 +86,5 @@ class RemindCommand:
         if found is None:
             return "Usage: /remind cancel <id> — the number /remind list shows (12 or #12)"
         return await self.reminders.cancel(
-            int(found.group(1)), by=message.sender_key, admin=self._admin(message)
+            int(found.group(1)), by=message.sender_key, admin=self.admins.here(message)
         )

@@ -1,7 +1,7 @@
 """Chat commands: /help, /reset, /context, /memory. Same behaviour on every channel.
 
-Commands never reach the model and are not stored as history. Permission is decided
-here, against the explicit admin allowlist from `[bot] admins`.
+Commands never reach the model and are not stored as history. Permission is checked
+here and in each command, all asking the one admin decision (core/admins.py).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from core.admins import Admins
 from core.context.report import ContextReport, format_report
 from core.messages import ChatType, InboundMessage, Reply
 from memory.service import MemoryRefused, MemoryService, numbered_lines
@@ -52,7 +53,7 @@ class Commands:
         self,
         *,
         store: CommandStore,
-        admins: frozenset[str],
+        admins: Admins,
         bot_name: str,
         context_report: ReportSource,
         bot_control: Handler | None = None,
@@ -109,9 +110,6 @@ class Commands:
             return Reply(f"Unknown command /{name}. Send /help to see what I can do.")
         return await handler(message, args)
 
-    def is_admin(self, message: InboundMessage) -> bool:
-        return message.sender_key in self._admins
-
     async def _help(self, message: InboundMessage, args: list[str]) -> Reply:
         usage = "usage" in self._handlers
         tools = "tools" in self._handlers
@@ -149,7 +147,7 @@ class Commands:
             ),
             "/help — this list",
         ]
-        if self.is_admin(message):
+        if self._admins.here(message):
             lines += [
                 "",
                 "Admin: /memory show|add|forget|clear with @name, platform:id, or as a reply "
@@ -169,7 +167,7 @@ class Commands:
         return Reply("\n".join(lines))
 
     async def _reset(self, message: InboundMessage, args: list[str]) -> Reply:
-        if message.chat_type is ChatType.GROUP and not self.is_admin(message):
+        if message.chat_type is ChatType.GROUP and not self._admins.here(message):
             return Reply(
                 "Only an admin can reset a group's history. In a private chat, /reset clears ours."
             )
@@ -183,7 +181,7 @@ class Commands:
             named = PLATFORM_ID.match(args[0])
             if not named:
                 return Reply("Usage: /context, or (admins) /context platform:chat_id")
-            if not self.is_admin(message):
+            if not self._admins.here(message):
                 return Reply("Only admins can look at another chat's context.")
             platform, chat_id = named.group(1), named.group(2)
         report = self._report(platform, chat_id)
@@ -290,7 +288,7 @@ class Commands:
             message.sender_id,
         ):
             return Target(message.platform, message.sender_id, "you"), rest, ""
-        if not self.is_admin(message):
+        if not self._admins.here(message):
             return None, rest, "Only admins can manage someone else's memory."
         return named, rest, ""
 

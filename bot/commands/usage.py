@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import UTC, date
 from typing import Protocol
 
+from core.admins import Admins
 from core.clock import WallClock, utc_now
 from core.messages import ChatType, InboundMessage, Reply
 from core.usage.quota import QuotaLimits
@@ -59,7 +60,7 @@ class UsageCommand:
         self,
         usage: UsageReads,
         *,
-        admins: frozenset[str],
+        admins: Admins,
         limits: QuotaLimits | None = None,
         clock: WallClock = utc_now,
         top: int = TOP,
@@ -78,7 +79,7 @@ class UsageCommand:
             return await self._mine(message)
         if sub not in ("group", "chat", "top"):
             return Reply(USAGE_HELP)
-        if message.sender_key not in self._admins:
+        if not self._admins.here(message):
             return Reply("Only admins can see a group's or everyone's usage; /usage shows yours.")
         if sub == "top":
             return await self._top_spenders(message)

@@ -22,10 +22,10 @@ from bot.commands.tools import ToolsCommand
 from bot.commands.usage import UsageCommand
 from bot.config import Settings
 from bot.console import RecentErrors
-from bot.dispatcher import Dispatcher
 from bot.errors import channel_start_failure
 from bot.wiring.background import build_tasks
 from bot.wiring.chime import build_chime
+from bot.wiring.gate import access_rules, admins_of, build_gate
 from bot.wiring.images import Drawing, build_drawing
 from bot.wiring.jobs import build_job_runner
 from bot.wiring.knowledge import DaemonKnowledge, build_knowledge, knowledge_desk
@@ -56,7 +56,8 @@ from core.tools.loop import ToolLoop
 from core.tools.search import SearchBackend, duckduckgo_backend
 from core.turn.bursts import BurstOptions, BurstWindow
 from core.turn.chiming import ChimeSeams
-from core.turn.delivery import ChannelRoutes
+from core.turn.delivery import ChannelRoutes, Outbox
+from core.turn.gate import Gate
 from core.turn.processor import MessageProcessor, ProcessorOptions
 from core.turn.reading import ImageReader
 from core.turn.recovery import Recovery, RecoveryOptions
@@ -96,7 +97,7 @@ class TurnPath:
     storage: SqlStorage
     processor: MessageProcessor
     commands: Commands
-    dispatcher: Dispatcher
+    dispatcher: Gate  # the MessageHandler every channel calls
     recovery: Recovery
 
 
@@ -125,6 +126,7 @@ class App:
         self._deps = deps
         self._stack = AsyncExitStack()
         self.routes = ChannelRoutes()
+        self.outbox: Outbox | None = None  # the one door out, built once for every sender
         self.recovery: Recovery | None = None
         self._recovery_stop = asyncio.Event()
         self._models: dict[str, FallbackProvider] = {}  # "llm", "vision": their endpoints
@@ -224,18 +226,20 @@ class App:
             clock=self._clock,  # the trusted time block too (a test's clock crosses minutes)
         )
         assert self.storage is not None
-        mcp = self.mcp = await start_mcp_tools(settings, self.storage, counter, self._stack)
-        self._drawing = build_drawing(
-            settings, self.storage.jobs, self._stack, self._clock, self._seams.links_resolver
-        )
-        self._tasks = build_tasks(settings, self.storage.jobs, self.routes)  # spawn
+        admins = admins_of(settings)  # the one admin decision, for everything that asks
+        mcp = self.mcp = await start_mcp_tools(settings, self.storage, counter, self._stack, admins)
+        jobs, resolver = self.storage.jobs, self._seams.links_resolver
+        self._drawing = build_drawing(settings, jobs, self._stack, self._clock, admins, resolver)
+        self._tasks = build_tasks(settings, jobs, self.routes, admins)  # spawn
         tool_loop = self._tool_loop(llm, meter, mcp)
+        outbox = self.outbox = Outbox(self.routes, self.storage.intake)
         self.processor = MessageProcessor(
             store=self.storage,
             context=context,
             counter=counter,
             options=options,
             tool_loop=tool_loop,
+            outbox=outbox,
             read_images=self._seams.read_images or self._vision_reader(meter, tool_loop),
             compactor=compactor(settings, llm, self.storage, counter, meter),
             routes=self.routes,
@@ -252,14 +256,14 @@ class App:
                 within_s=settings.bot.recover_within_s,
             ),
         )
-        admins = frozenset(settings.bot.admins)
         limits = QuotaLimits(**settings.limits.model_dump())
+        access = access_rules(settings, admins)
         commands = Commands(
             store=self.storage,
             admins=admins,
             bot_name=settings.bot.name,
             context_report=self.processor.last_report,
-            bot_control=BotCommand.from_settings(settings, chat_settings),
+            bot_control=BotCommand.from_settings(settings, chat_settings, access),
             usage=UsageCommand(
                 self.storage.usage,
                 admins=admins,
@@ -271,29 +275,33 @@ class App:
             ),
             tools=ToolsCommand(mcp),
         )
-        self.jobs = build_job_runner(settings, self.storage, self.processor.outbox, self._clock)
-        commands.add("jobs", JobsCommand(self.storage.jobs, admins, clock=self._clock))
+        self.jobs = build_job_runner(settings, self.storage, outbox, self._clock)
+        commands.add("jobs", JobsCommand(jobs, admins, clock=self._clock))
         if self._drawing is not None:  # the "draw" job kind and /draw
             self._drawing.attach(self.jobs, commands, meter)
         if self.knowledge is not None:  # /kb; adds are "kb_add" jobs on the runner
-            self.knowledge.attach(commands, self.jobs, self.storage, self._shared.sandbox, settings)
+            self.knowledge.attach(
+                commands, self.jobs, self.storage, self._shared.sandbox, settings, admins
+            )
         self._tasks.attach(self.jobs, tool_loop, self.storage)  # the "task" job kind
         if self.reminders is not None:
             add_commands(commands, self.reminders, admins)
             self.scheduler = build_scheduler(
-                settings, self.storage, self.processor, chat_settings, self._clock
+                settings, self.storage, self.processor, chat_settings, self._clock, outbox, access
             )
         quota = QuotaGuard(limits, self.storage.usage, clock=self._clock)
-        dispatcher = Dispatcher.from_settings(
+        dispatcher = build_gate(
             settings,
             processor=self.processor,
             commands=commands,
+            outbox=outbox,
+            access=access,
             chat_settings=chat_settings,
             quota=quota,
             hear=self._shared.reader.hear if self._shared.speech is not None else None,
             chime=build_chime(
                 settings,
-                ChimeSeams(self.storage, llm, self.processor.outbox, counter, meter),
+                ChimeSeams(self.storage, llm, outbox, counter, meter),
                 quota=quota,
                 chat_settings=chat_settings,
                 clock=self._clock,

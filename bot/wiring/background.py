@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.config import Settings
+from core.admins import Admins
 from core.background.agent import TaskLimits, TaskLoop, task_handler
 from core.background.desk import KIND, TaskDesk, TaskRules
 from core.background.tool import spawn_tool
@@ -35,7 +36,7 @@ class Tasks:
         runner.register(KIND, task_handler(loop, memory, self.limits))
 
 
-def build_tasks(settings: Settings, jobs: JobStore, routes: ChannelRoutes) -> Tasks:
+def build_tasks(settings: Settings, jobs: JobStore, routes: ChannelRoutes, admins: Admins) -> Tasks:
     """The parts; a task is refused in chats its answer could not reach later (a running
     channel that takes no proactive messages: HTTP without a push target)."""
     config = settings.jobs
@@ -45,7 +46,7 @@ def build_tasks(settings: Settings, jobs: JobStore, routes: ChannelRoutes) -> Ta
 
     rules = TaskRules(
         allow=config.spawn_allow,
-        admins=frozenset(settings.bot.admins),
+        admins=admins,
         max_pending_per_user=config.max_per_user,
     )
     limits = TaskLimits(

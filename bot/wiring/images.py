@@ -16,6 +16,7 @@ from aiohttp.abc import AbstractResolver
 from bot.commands.draw import DrawCommand
 from bot.commands.table import Commands
 from bot.config import Settings
+from core.admins import Admins
 from core.clock import WallClock
 from core.images.artist import MAX_IMAGE_BYTES, Artist, ArtistSettings
 from core.images.desk import KIND, DrawDesk, DrawRules
@@ -48,6 +49,7 @@ def build_drawing(
     jobs: JobStore,
     stack: AsyncExitStack,
     clock: WallClock,
+    admins: Admins,
     resolver: AbstractResolver | None = None,
 ) -> Drawing | None:
     """The pictures' parts, or None when `[images] enabled` is false."""
@@ -77,7 +79,7 @@ def build_drawing(
     stack.push_async_callback(artist.close)
     rules = DrawRules(
         allow=images.allow,
-        admins=frozenset(settings.bot.admins),
+        admins=admins,
         max_per_user_per_day=images.max_per_user_per_day,
         max_per_chat_per_day=images.max_per_chat_per_day,
         max_pending_per_user=settings.jobs.max_per_user,

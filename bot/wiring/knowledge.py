@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from bot.commands.kb import KbCommand
 from bot.commands.table import Commands
 from bot.config import Settings
+from core.admins import Admins
 from core.context.report import KnowledgeNote
 from core.jobs.runner import JobRunner
 from core.knowledge.intake import DirectIntake, KnowledgeIntake
@@ -154,7 +155,7 @@ class DaemonKnowledge:
         registry.register(knowledge_tool(numbered=self._tool_search))
         self._defuse = registry.defuse_markers
 
-    def add_commands(self, commands: Commands, admins: frozenset[str]) -> None:
+    def add_commands(self, commands: Commands, admins: Admins) -> None:
         command = KbCommand(self, admins, group_members_add=self.settings.group_members_add)
         commands.add("kb", command)
 
@@ -167,9 +168,10 @@ class DaemonKnowledge:
         storage: SqlStorage,
         sandbox: ParseSandbox,
         settings: Settings,
+        admins: Admins,
     ) -> None:
         """`/kb` in the command table, and adds as jobs on the runner (the daemon)."""
-        self.add_commands(commands, frozenset(settings.bot.admins))
+        self.add_commands(commands, admins)
         self.use_jobs(runner, storage, sandbox, settings)
 
     def use_jobs(

@@ -10,6 +10,7 @@ from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
 from bot.config import Settings
+from core.admins import Admins
 from core.text.tokens import TokenCounter
 from memory.store import SqlStorage
 
@@ -18,7 +19,11 @@ if TYPE_CHECKING:
 
 
 async def start_mcp_tools(
-    settings: Settings, storage: SqlStorage, counter: TokenCounter, stack: AsyncExitStack
+    settings: Settings,
+    storage: SqlStorage,
+    counter: TokenCounter,
+    stack: AsyncExitStack,
+    admins: Admins,
 ) -> McpTools | None:
     """The MCP servers' tools, started now; None (and no SDK import) without servers."""
     if not settings.mcp.servers:
@@ -28,7 +33,7 @@ async def start_mcp_tools(
 
     tools = McpTools(
         settings.mcp,
-        frozenset(settings.bot.admins),
+        admins,
         count=counter.count,
         recorder=SqlCallRecorder(storage.tool_calls),
     )

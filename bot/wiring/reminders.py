@@ -2,7 +2,7 @@
 and the commands and the model's tool that use them.
 
 Why a module of its own: bot/wiring/app.py stays the one composition root with a few lines for
-reminders, and the rules that need the daemon's policy (bot/access.py: a blocked owner,
+reminders, and the rules that need the daemon's policy (core/turn/access.py: a blocked owner,
 a group switched off or denied gets nothing) are decided here, once, for the scheduler.
 """
 
@@ -15,15 +15,17 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 
-from bot.access import AccessRules
 from bot.commands.remind import RemindCommand
 from bot.commands.table import Commands
 from bot.config import Settings
+from core.admins import Admins
 from core.messages import ChatType, InboundMessage
 from core.reminders.scheduler import Gate, Lock, Scheduler, SchedulerOptions, owner_message
 from core.reminders.service import ReminderLimits, Reminders
 from core.reminders.tool import remind_tool
 from core.tools.registry import ToolRegistry
+from core.turn.access import AccessRules
+from core.turn.delivery import Outbox
 from core.turn.outcomes import ShuttingDown
 from core.turn.processor import MessageProcessor
 from memory.chat_settings_cache import CachedChatSettings
@@ -60,7 +62,7 @@ def build_reminders(
     )
 
 
-def add_commands(commands: Commands, reminders: Reminders, admins: frozenset[str]) -> None:
+def add_commands(commands: Commands, reminders: Reminders, admins: Admins) -> None:
     command = RemindCommand(reminders, admins)
     commands.add("remind", command.remind)
     commands.add("schedule", command.schedule)
@@ -72,10 +74,9 @@ def add_remind_tool(registry: ToolRegistry, reminders: Reminders | None) -> None
         registry.register(remind_tool(reminders))
 
 
-def delivery_gate(settings: Settings, chat_settings: CachedChatSettings) -> Gate:
+def delivery_gate(access: AccessRules, chat_settings: CachedChatSettings) -> Gate:
     """Why a reminder is not delivered now (None: deliver): the owner blocked, the group
     switched off (/bot off) or not served, a private chat the config closed."""
-    access = AccessRules.from_settings(settings)
 
     async def gate(reminder: Reminder) -> str | None:
         here = await chat_settings.get(reminder.chat_key)
@@ -93,8 +94,9 @@ def build_scheduler(
     processor: MessageProcessor,
     chat_settings: CachedChatSettings,
     clock: Clock,
+    outbox: Outbox,
+    access: AccessRules,
 ) -> Scheduler:
-    outbox = processor.outbox  # the one door out
 
     async def run_task(message: InboundMessage) -> str | None:
         """Run the task's turn; the processor delivers its answer. Where the channel
@@ -134,7 +136,7 @@ def build_scheduler(
         send=outbox.send_proactive,
         run_task=run_task,
         task_outcome=task_outcome,
-        gate=delivery_gate(settings, chat_settings),
+        gate=delivery_gate(access, chat_settings),
         options=SchedulerOptions(catch_up_s=config.catch_up_s, tick_s=config.tick_s),
         clock=clock,
         lock=lock,

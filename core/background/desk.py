@@ -63,7 +63,7 @@ class TaskDesk(JobDesk):
         task = request.task.strip()[:MAX_TASK_CHARS]
         if not task:
             return Spawned("A background task needs a description of what to do.")
-        if not self.may_spawn(request.sender_key):
+        if not self.may_spawn(request):
             return Spawned("Background tasks are not available to you here ([jobs] spawn_allow).")
         if not self._reachable(request.platform):
             return Spawned(

@@ -21,7 +21,7 @@ def request_of(task: str, ctx: ToolContext) -> TaskRequest:
 
 
 def offered(desk: TaskDesk, ctx: ToolContext) -> bool:
-    return TASK_KEY not in ctx.extra and desk.may_spawn(ctx.sender_key)
+    return TASK_KEY not in ctx.extra and desk.may_spawn(ctx)
 
 
 def spawn_tool(desk: TaskDesk) -> Tool:

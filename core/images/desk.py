@@ -56,7 +56,7 @@ class DrawDesk(JobDesk):
         prompt = " ".join(request.prompt.split())[:MAX_PROMPT_CHARS]
         if not prompt:
             return Asked("Say what to draw: /draw <what the picture shows>")
-        if not self.may_draw(request.sender_key):
+        if not self.may_draw(request):
             return Asked("Drawing pictures is not available to you here ([images] allow).")
         over = await self._over_limit(request)
         if over is not None:

@@ -24,4 +24,4 @@ def draw_tool(desk: DrawDesk) -> Tool:
         asked = await desk.ask(request_of(prompt, ctx))
         return asked_observation(asked, "is drawing the picture (in a minute or so)")
 
-    return worded_tool("draw", draw, offered_to=lambda ctx: desk.may_draw(ctx.sender_key))
+    return worded_tool("draw", draw, offered_to=lambda ctx: desk.may_draw(ctx))

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from core.admins import Admins, Someone
 from core.messages import InboundMessage
 from core.tools.mcp.config import Allow
 from core.tools.mcp.permission import Sender, allows
@@ -62,15 +63,16 @@ def asked_observation(asked: Asked, doing: str) -> Observation:
 @dataclass(frozen=True)
 class AskRules:
     """Who may ask for a kind of job (its `allow` rule, the MCP tools' shape, with the
-    admins) and how many of one person's jobs may wait (`[jobs] max_per_user`; 0: no cap)."""
+    admin decision) and how many of one person's jobs may wait (`[jobs] max_per_user`;
+    0: no cap)."""
 
     allow: Allow
-    admins: frozenset[str]
+    admins: Admins
     max_pending_per_user: int = 0
 
-    def allows(self, sender_key: str) -> bool:
-        """The rule for this person ("platform:id"), checked when offered and when run."""
-        return allows(self.allow, Sender(sender_key, sender_key in self.admins))
+    def allows(self, who: Someone) -> bool:
+        """The rule for this person in their chat, checked when offered and when run."""
+        return allows(self.allow, Sender(who.sender_key, self.admins.here(who)))
 
 
 class JobDesk:
@@ -80,9 +82,9 @@ class JobDesk:
         self._jobs = jobs
         self._rules = rules
 
-    def may_ask(self, sender_key: str) -> bool:
-        """This desk's allow rule for this person ("platform:id")."""
-        return self._rules.allows(sender_key)
+    def may_ask(self, who: Someone) -> bool:
+        """This desk's allow rule for this person in their chat."""
+        return self._rules.allows(who)
 
     async def _store(
         self, asker: JobAsker, kind: str, args: dict[str, Any], line: Callable[[int], str], no: str

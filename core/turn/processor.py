@@ -78,6 +78,7 @@ class MessageProcessor:
         context: TurnContextBuilder,
         counter: TokenCounter,
         tool_loop: ToolLoop,
+        outbox: Outbox,
         options: ProcessorOptions | None = None,
         read_images: ImageReader | None = None,
         compactor: Compactor | None = None,
@@ -87,7 +88,9 @@ class MessageProcessor:
         speak: Speaker | None = None,
         knowledge: KnowledgeLookup | None = None,
     ) -> None:
-        """`knowledge`: the chat's and global documents' passages for a turn, if any."""
+        """`outbox` is the one door out, shared with everyone who sends; `routes` gives
+        a recovered message its images back. `knowledge`: the chat's and global
+        documents' passages for a turn, if any."""
         self._store = store
         self._knowledge = knowledge
         self._speak = speak
@@ -98,7 +101,7 @@ class MessageProcessor:
         self._tool_loop = tool_loop
         self._reading = MessageReading(read_images, read_shared)
         self._routes = routes
-        self._outbox = Outbox(routes, store.intake)
+        self._outbox = outbox
         self._serial = ChatSerializer(
             self._options.max_in_flight, self._options.max_in_flight_per_user
         )
@@ -108,11 +111,6 @@ class MessageProcessor:
         self._bursts: Bursts[tuple[IntakeEntry, InboundMessage]] = Bursts()
         self._closing = False
         self._last_reports: LRUCache[ChatKey, ContextReport] = LRUCache(maxsize=REPORTS_KEPT)
-
-    @property
-    def outbox(self) -> Outbox:
-        """The one door out: the dispatcher sends command answers and notices here too."""
-        return self._outbox
 
     async def handle(self, message: InboundMessage) -> None:
         """Accept one triggered message and answer it through the outbox.
@@ -375,6 +373,10 @@ class MessageProcessor:
             if self._knowledge is not None
             else None
         )
+        # One context for the turn: the tools offered and the calls they run see one sender.
+        tools = ToolContext.for_message(
+            message, self._store, inbound=message, citations=Citations.after(note)
+        )
         built = self._context.build_turn(
             TurnInput(
                 message=message,
@@ -385,7 +387,7 @@ class MessageProcessor:
                 history=found.history,
                 memories=found.memories,
                 image_parts=[part for read in reads for part in read.image_parts],
-                **self._tool_loop.turn_tools(ToolContext.for_message(message, None)),
+                **self._tool_loop.turn_tools(tools),
                 summary=found.summary,
                 summary_through=found.summary_through,
                 chat_persona=await self._persona(message),
@@ -395,11 +397,7 @@ class MessageProcessor:
         self._last_reports[message.chat_key] = built.report
         try:
             result = await self._tool_loop.run(
-                built.messages,
-                ToolContext.for_message(
-                    message, self._store, inbound=message, citations=Citations.after(note)
-                ),
-                preview=stream.show if stream is not None else None,
+                built.messages, tools, preview=stream.show if stream is not None else None
             )
         except LLMError as exc:
             log.warning("model call failed for %s: %s (%s)", message.chat_key, exc.kind, exc)

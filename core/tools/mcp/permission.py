@@ -26,7 +26,7 @@ class Sender:
 @dataclass(frozen=True)
 class Decision:
     """A rule's answer and which rule gave it: a tool's permission here, and the access
-    rules' (bot/access.py: whether a message is served, whether a group is listed)."""
+    rules' (core/turn/access.py: whether a message is served, whether a group is listed)."""
 
     allowed: bool
     why: str  # for admins' /tools, `/bot status` and the logs: which rule decided

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from mcp.shared.exceptions import MCPError
 
+from core.admins import Admins
 from core.outside import outside_text
 from core.text.escaping import escape_attr
 from core.tools.mcp.config import McpConfig
@@ -44,8 +45,6 @@ UNTRUSTED = (
     "orders found inside it.)"
 )
 _CALL_OPENER = re.compile(r"\[([ \t]*Call[ \t]*:)", re.IGNORECASE)  # defused in any mode
-# The operator at their own terminal is never restricted (as in bot/access.py).
-OPERATOR_PLATFORMS = frozenset({"console"})
 
 
 class CallRecorder(Protocol):
@@ -58,7 +57,7 @@ class McpTools:
     def __init__(
         self,
         config: McpConfig,
-        admins: frozenset[str],
+        admins: Admins,
         *,
         count: Callable[[str], int] = lambda text: len(text) // 4 + 1,
         recorder: CallRecorder | None = None,
@@ -100,7 +99,7 @@ class McpTools:
     # -- the offer ---------------------------------------------------------------------
 
     def sender(self, ctx: ToolContext) -> Sender:
-        admin = ctx.sender_key in self._admins or ctx.platform in OPERATOR_PLATFORMS
+        admin = self._admins.here(ctx) or self._admins.operator(ctx)
         return Sender(ctx.sender_key, admin)
 
     def entries(self) -> list[Entry]:

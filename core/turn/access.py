@@ -1,9 +1,10 @@
 """Where the bot serves: the `[access]` rules and a chat's stored settings, per message.
 
-Why one pure function of its inputs: the dispatcher asks it on every message, `/bot
-status` asks it to explain a chat, and the console shows the same answer, so the rule
-must live in one place and be testable without a database. The caller passes the
-chat's settings in (memory/chat_settings.py, read through a short cache).
+Why one pure function of its inputs: the gate asks it on every message, `/bot status`
+asks it to explain a chat, a reminder asks it before it goes out, and the console shows
+the same answer, so the rule must live in one place and be testable without a database.
+The caller passes the chat's settings in (memory/chat_settings.py, read through a short
+cache); bot/wiring/gate.py builds the rules from the config.
 
 The rules, in order:
 1. The console (the operator at their own terminal) is always served.
@@ -22,46 +23,57 @@ later starts with a clean slate, and a group switched off is not listened to.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
-from bot.config import Settings
-from channels.http.chat_ids import GROUP, stored_group_id
+from core.admins import Admins
 from core.messages import ChatType, InboundMessage
 from core.tools.mcp.permission import Decision
-from memory.chat_settings import ChatSettings
 from memory.types import ChatKey
 
-# The operator at their own terminal (`chatterd chat`): never restricted.
-EXEMPT_PLATFORMS = frozenset({"console"})
+
+class ChatRules(Protocol):
+    """What policy reads of a chat's stored settings (memory.chat_settings.ChatSettings,
+    known here only by this shape, so the gate loads no storage)."""
+
+    @property
+    def chat_key(self) -> ChatKey: ...
+
+    @property
+    def enabled(self) -> bool: ...  # False: `/bot off`
+
+    @property
+    def allowed(self) -> bool | None: ...  # `/bot allow|deny`; None: `[access]` decides
+
+    @property
+    def wake_words(self) -> tuple[str, ...]: ...  # `/bot wake`: this group's own
+
+    @property
+    def chime(self) -> str | None: ...  # `/bot chime`; None: `[groups] chime_in`
+
+
+@dataclass(frozen=True)
+class NothingSet:
+    """A chat with no settings of its own (every private chat): a stored chat's defaults."""
+
+    chat_key: ChatKey
+    enabled: bool = True
+    allowed: bool | None = None
+    wake_words: tuple[str, ...] = ()
+    chime: str | None = None
 
 
 @dataclass(frozen=True)
 class AccessRules:
-    """`[access]` and `[bot] admins`: chats as ChatKeys, people as `platform:id` keys."""
+    """`[access]` with the admin decision: chats as ChatKeys, people as `platform:id` keys."""
 
     groups: Literal["all", "allowlist"] = "all"
     allowed_groups: frozenset[ChatKey] = frozenset()
     blocked_users: frozenset[str] = frozenset()
     private: Literal["all", "allowlist", "off"] = "all"
     allowed_users: frozenset[str] = frozenset()
-    admins: frozenset[str] = frozenset()
+    admins: Admins = Admins()
 
-    @classmethod
-    def from_settings(cls, settings: Settings) -> AccessRules:
-        access = settings.access
-        return cls(
-            groups=access.groups,
-            allowed_groups=frozenset(_group_key(key) for key in access.allowed_groups),
-            blocked_users=frozenset(access.blocked_users),
-            private=access.private,
-            allowed_users=frozenset(access.allowed_users),
-            admins=frozenset(settings.bot.admins),
-        )
-
-    def is_admin(self, message: InboundMessage) -> bool:
-        return message.sender_key in self.admins
-
-    def group(self, here: ChatSettings) -> Decision:
+    def group(self, here: ChatRules) -> Decision:
         """Is this group on the list? `/bot allow|deny` first, then the config."""
         if here.allowed is True:
             return Decision(True, "allowed by /bot allow")
@@ -75,7 +87,7 @@ class AccessRules:
 
     def private_chat(self, message: InboundMessage) -> Decision:
         """A private chat, by its sender (admins always)."""
-        if self.is_admin(message):
+        if self.admins.here(message):
             return Decision(True, "an admin")
         if self.private == "all":
             return Decision(True, '[access] private = "all"')
@@ -85,11 +97,11 @@ class AccessRules:
             return Decision(False, "not in [access] allowed_users")
         return Decision(False, '[access] private = "off"')
 
-    def admit(self, message: InboundMessage, here: ChatSettings, *, command: bool) -> Decision:
+    def admit(self, message: InboundMessage, here: ChatRules, *, command: bool) -> Decision:
         """Serve this message? `here` is its chat's settings (the defaults if none)."""
-        if message.platform in EXEMPT_PLATFORMS:
+        if self.admins.operator(message):
             return Decision(True, "the console")
-        admin = self.is_admin(message)
+        admin = self.admins.here(message)
         if admin and command:
             return Decision(True, "an admin's command")
         if not admin and message.sender_key in self.blocked_users:
@@ -100,12 +112,3 @@ class AccessRules:
         if group.allowed and not here.enabled:
             return Decision(False, "switched off by /bot off")
         return group
-
-
-def _group_key(text: str) -> ChatKey:
-    """A configured group as the daemon stores it: HTTP groups live under `group:<id>`
-    (channels/http/chat_ids.py), so `http:team` and `http:group:team` are the same group."""
-    key = ChatKey.parse(text)
-    if key.platform == "http" and not key.chat_id.startswith(GROUP):
-        return ChatKey("http", stored_group_id(key.chat_id))
-    return key

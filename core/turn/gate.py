@@ -1,13 +1,15 @@
-"""Every inbound message passes here: the one place policy is decided.
+"""The gate: every inbound message passes here, the one place policy is decided.
 
 Channels only report facts (private or group, mentions_bot, reply_to_bot, the text);
 here, once, before anything reaches the processor: is it a command, is the bot serving
-this chat and sender (`[access]` and the chat's `/bot` settings, bot/access.py; if not,
-nothing is answered or stored), does it trigger the bot (core/turn/triggers.py, with the
-group's own wake words), and is its sender over the per-user rate limit
+this chat and sender (`[access]` and the chat's `/bot` settings, core/turn/access.py; if
+not, nothing is answered or stored), does it trigger the bot (core/turn/triggers.py, with
+the group's own wake words), and is its sender over the per-user rate limit
 (`[bot] rate_limit_per_min`, core/turn/ratelimit.py) or, for a message for the model, over a
 daily token quota (`[limits]`, core/usage/quota.py). Untriggered group messages are kept as
-context and never count against either.
+context and never count against either. Admins (core/admins.py) and the console are
+exempt from both limits. bot/wiring/gate.py builds it from the config; the command table
+(bot/commands/) is known here only as a `CommandTable`.
 
 Nothing goes back up to the channel: every answer (the model's reply, a command's
 answer, a notice, an apology) leaves through the one door out, core/turn/delivery.py.
@@ -20,13 +22,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
-from bot.access import AccessRules
-from bot.commands.table import Commands
-from bot.config import Settings
+from core.admins import Admins
 from core.messages import ChatType, InboundMessage, Reply, TryLater
 from core.turn.accepted import notice_for
+from core.turn.access import AccessRules, ChatRules, NothingSet
 from core.turn.chime import ChimeLevel, chime_level
 from core.turn.chiming import ChimeIn
 from core.turn.delivery import Outbox
@@ -36,15 +37,12 @@ from core.turn.ratelimit import RATE_NOTICE, RateDecision, RateLimiter
 from core.turn.triggers import TriggerPolicy, is_command
 from core.usage.quota import ALLOWED as QUOTA_OK
 from core.usage.quota import QuotaDecision, QuotaGuard
-from memory.chat_settings import ChatSettings
-from memory.chat_settings_cache import CachedChatSettings
+from memory.types import ChatKey
 
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_S = 10.0  # what a caller is told to wait during a restart
 OVERLOAD_RETRY_S = 2.0  # ... and when too many turns are in flight and waiting
-# The console is the operator at their own terminal (`chatterd chat`): never limited.
-UNLIMITED_PLATFORMS = frozenset({"console"})
 _ALLOWED = RateDecision(True)
 # A group voice note's transcript (None: none), for its wake-word check (core/media/).
 Hear = Callable[[InboundMessage], Awaitable[str | None]]
@@ -77,31 +75,47 @@ class Decision:
 IGNORE = Decision("ignore")
 
 
-class Dispatcher:
+class CommandTable(Protocol):
+    """The chat commands (bot/commands/table.py): one command message in, its answer out;
+    each command checks its own permission."""
+
+    async def handle(self, message: InboundMessage) -> Reply: ...
+
+
+class ChatSettingsSource(Protocol):
+    """A group's stored settings, read through a short cache
+    (memory.chat_settings_cache.CachedChatSettings)."""
+
+    async def get(self, key: ChatKey) -> ChatRules: ...
+
+
+class Gate:
     """The MessageHandler every channel calls. Never raises: a failure is an apology."""
 
     def __init__(
         self,
         *,
         processor: MessageProcessor,
-        commands: Commands,
+        commands: CommandTable,
+        outbox: Outbox,
         policy: TriggerPolicy,
         store_untriggered: bool,
+        admins: Admins,
         limiter: RateLimiter | None = None,
         access: AccessRules | None = None,
-        chat_settings: CachedChatSettings | None = None,
+        chat_settings: ChatSettingsSource | None = None,
         quota: QuotaGuard | None = None,
         hear: Hear | None = None,
-        outbox: Outbox | None = None,
         chime: ChimeIn | None = None,
         chime_in: ChimeLevel = "off",
     ) -> None:
-        """`outbox` is where answers go out (None: the processor's). `limiter` counts
-        answered messages per sender (None: no limit); `quota` checks the daily token
-        allowances (None: none); admins (`commands.is_admin`) and the console are exempt
-        from both. `access` decides where the bot serves (None: everywhere), with each
-        group's `chat_settings` (None: defaults). `chime` may speak up after a group
-        message kept as context, at the group's `/bot chime` level, else `chime_in`."""
+        """`outbox` is where answers go out. `limiter` counts answered messages per
+        sender (None: no limit); `quota` checks the daily token allowances (None: none);
+        `admins` and the console are exempt from both. `access` decides where the bot
+        serves (None: everywhere), with each group's `chat_settings` (None: defaults).
+        `chime` may speak up after a group message kept as context, at the group's
+        `/bot chime` level, else `chime_in`."""
+        self._admins = admins
         self._chime = chime
         self._chime_in = chime_in
         self._processor = processor
@@ -114,35 +128,6 @@ class Dispatcher:
         self._chat_settings = chat_settings
         self._quota = quota
         self._outbox = outbox
-
-    @classmethod
-    def from_settings(
-        cls,
-        settings: Settings,
-        *,
-        processor: MessageProcessor,
-        commands: Commands,
-        chat_settings: CachedChatSettings | None = None,
-        quota: QuotaGuard | None = None,
-        hear: Hear | None = None,
-        chime: ChimeIn | None = None,
-    ) -> Dispatcher:
-        """The daemon's dispatcher: `[groups]` triggers, `[bot] rate_limit_per_min`,
-        `[access]` with the chats' stored settings, and the `[limits]` quota guard the
-        App built over the usage counters."""
-        return cls(
-            processor=processor,
-            commands=commands,
-            policy=TriggerPolicy.create(settings.bot.name, settings.groups.wake_words),
-            store_untriggered=settings.groups.store_untriggered,
-            limiter=RateLimiter(settings.bot.rate_limit_per_min, window_s=60.0),
-            access=AccessRules.from_settings(settings),
-            chat_settings=chat_settings,
-            quota=quota,
-            hear=hear,
-            chime=chime,
-            chime_in=settings.groups.chime_in,
-        )
 
     @property
     def policy(self) -> TriggerPolicy:
@@ -170,10 +155,7 @@ class Dispatcher:
         """The one place a command's `Reply` (or a notice) becomes an outbound message."""
         if not reply.text.strip():
             return
-        await self._door().tell(notice_for(message, reply.text, private=reply.private))
-
-    def _door(self) -> Outbox:
-        return self._outbox or self._processor.outbox
+        await self._outbox.tell(notice_for(message, reply.text, private=reply.private))
 
     async def decide(self, message: InboundMessage) -> Decision:
         """The ladder, once per message (it counts against the rate limit): access,
@@ -227,7 +209,7 @@ class Dispatcher:
             return Reply(decision.notice or "")
         if not decision.answers:
             return None
-        async with self._door().working(message):
+        async with self._outbox.working(message):
             if decision.verdict == "command":
                 return await self._commands.handle(message)
             try:
@@ -249,7 +231,7 @@ class Dispatcher:
         except Exception:
             log.exception("chime-in failed in %s", message.chat_key)
 
-    async def _spoken_wake_word(self, message: InboundMessage, here: ChatSettings) -> bool:
+    async def _spoken_wake_word(self, message: InboundMessage, here: ChatRules) -> bool:
         """A group voice note that starts with a wake word calls the bot (transcribed
         once; the transcript is cached, so answering it costs no second call)."""
         if self._hear is None or message.chat_type is not ChatType.GROUP:
@@ -264,17 +246,17 @@ class Dispatcher:
         opening = " ".join(heard.split()[:VOICE_WAKE_WORDS])
         return self._policy.has_wake_word(opening, here.wake_words)
 
-    def _refusal(self, message: InboundMessage, here: ChatSettings, command: bool) -> str | None:
+    def _refusal(self, message: InboundMessage, here: ChatRules, command: bool) -> str | None:
         """Why the bot does not serve this message in this chat, or None when it does."""
         if self._access is None:
             return None
         admission = self._access.admit(message, here, command=command)
         return None if admission.allowed else admission.why
 
-    async def _settings_of(self, message: InboundMessage) -> ChatSettings:
+    async def _settings_of(self, message: InboundMessage) -> ChatRules:
         """A group's stored settings (cached); private chats need none here."""
         if self._chat_settings is None or message.chat_type is not ChatType.GROUP:
-            return ChatSettings(message.platform, message.chat_id)
+            return NothingSet(message.chat_key)
         return await self._chat_settings.get(message.chat_key)
 
     async def _over_quota(self, message: InboundMessage) -> bool:
@@ -284,7 +266,7 @@ class Dispatcher:
         return await self._quota.over(message) is not None
 
     def _quota_exempt(self, message: InboundMessage) -> bool:
-        return message.platform in UNLIMITED_PLATFORMS or self._commands.is_admin(message)
+        return self._admins.operator(message) or self._admins.here(message)
 
     async def _quota_check(self, message: InboundMessage) -> QuotaDecision:
         """Over a daily allowance the message is not accepted (not stored, no model
@@ -303,10 +285,6 @@ class Dispatcher:
 
     def _rate_check(self, message: InboundMessage) -> RateDecision:
         """Synchronous on purpose: a refusal returns before the channel shows "typing"."""
-        if (
-            self._limiter is None
-            or message.platform in UNLIMITED_PLATFORMS
-            or self._commands.is_admin(message)
-        ):
+        if self._limiter is None or self._admins.operator(message) or self._admins.here(message):
             return _ALLOWED
         return self._limiter.check(message.sender_key)
