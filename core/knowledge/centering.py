@@ -61,8 +61,9 @@ def measure_means(embed_passages: Callable[[list[str]], np.ndarray]) -> Language
 
 
 if __name__ == "__main__":  # python -m core.knowledge.centering: rewrite the shipped means
-    from core.knowledge.e5_blas import E5Blas, bundled_weights
+    from core.knowledge.e5.engine import PassageEngine
 
-    model = E5Blas(bundled_weights())
-    measure_means(model.passages).save()
+    engine = PassageEngine()
+    measure_means(engine.passages).save()
+    engine.close()
     sys.stdout.write(f"wrote {MEANS_FILE}\n")

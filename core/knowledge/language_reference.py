@@ -1,6 +1,7 @@
 """Parallel sentences, the same meaning in Chinese and in English, on everyday topics
-unrelated to any knowledge base: what `bench/language_means.py` embeds to find the part
-of a vector that says "this is Chinese" or "this is English" rather than what it means.
+unrelated to any knowledge base: what `python -m core.knowledge.centering` embeds to find
+the part of a vector that says "this is Chinese" or "this is English" rather than what it
+means.
 
 Why parallel: the difference between the two means is then the language alone, not a
 difference of topics. Why unrelated topics: the means must not be fitted to the set the
