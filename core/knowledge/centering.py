@@ -10,8 +10,9 @@ vector, measured once on parallel sentences about other things
 alone went from 0.875 to 1.0 on bench/knowledge_set.py, all four cross-language
 questions included (docs/knowledge.md has the numbers).
 
-A text of both scripts subtracts a blend, in proportion to its CJK characters; text in
-other scripts is treated like English.
+A text of both scripts subtracts a blend, in proportion to its CJK characters. There are
+only these two means: Japanese and Korean (kana, hangul) count as CJK and get the Chinese
+one, every other script the English one (docs/knowledge.md, "Language centering").
 """
 
 from __future__ import annotations
