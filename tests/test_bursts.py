@@ -258,13 +258,76 @@ async def test_a_failed_model_call_fails_the_whole_burst_once(rig: Burster) -> N
     assert said == ["question, part one", "question, part two"]
 
 
-async def test_a_qq_group_burst_merges_only_what_calls_the_bot(rig: Burster) -> None:
-    """Over OneBot: two @-messages around a plain one. The plain one is group context
-    (never merged); the two are one request and one reply quoting the last."""
+async def test_a_wake_word_then_three_plain_lines_are_one_request_and_one_reply(
+    rig: Burster,
+) -> None:
+    """Only the first line calls the bot; the same sender's next lines, 300 ms apart, join
+    its burst. Another member's line in the middle stays context, answered by nothing."""
+    tg, chat, storage = rig.tg, rig.chat, rig.storage
+    groups = {"burst_ms": 1500, "burst_max_ms": 6000, "wake_words": ["chatterbot"]}
+    lines = [
+        (ALICE, "chatterbot, got a minute?"),
+        (ALICE, "we are planning a trip"),
+        (BOB, "I can't come"),
+        (ALICE, "probably this friday"),
+        (ALICE, "where should we go?"),
+    ]
+    async with rig.daemon(groups=groups):
+        sent = []
+        for i, (who, text) in enumerate(lines):
+            if i:
+                await asyncio.sleep(GAP_S)
+            sent.append(tg.push_message(GROUP, who, text))
+        await settled(storage, 4)
+        (reply,) = await tg.wait_for("sendMessage", 1)
+        await asyncio.sleep(0.5)  # room for a wrong second request or reply
+    assert len(chat.requests) == 1, [asked(r) for r in chat.requests]
+    content = asked(chat.requests[0])
+    alices = [text for who, text in lines if who is ALICE]
+    places = [content.find(text) for text in alices]
+    assert -1 not in places and places == sorted(places), content
+    assert "I can't come" not in content
+    assert reply.params["reply_parameters"]["message_id"] == sent[-1]["message_id"]
+    assert len(tg.calls_of("sendMessage")) == 1
+    turns = await storage.recent_turns("telegram", str(GROUP["id"]), 10)
+    bobs = [t for t in turns if "I can't come" in t.content]
+    assert [(t.role, t.kind) for t in bobs] == [("user", "context")]
+
+
+async def test_plain_lines_with_no_call_before_them_stay_context(rig: Burster) -> None:
+    """A person's plain lines start nothing: no request, no reply, all kept as context."""
+    async with rig.daemon(groups={"burst_ms": 1500}):
+        for i, text in enumerate(["we are planning a trip", "where should we go?"]):
+            if i:
+                await asyncio.sleep(GAP_S)
+            rig.tg.push_message(GROUP, ALICE, text)
+        await turns_stored(rig.storage, 2)
+        await asyncio.sleep(1.8)  # a burst window and more: nothing may start
+    assert rig.chat.requests == [] and rig.tg.calls_of("sendMessage") == []
+
+
+async def turns_stored(storage: SqlStorage, count: int, within_s: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within_s
+    while len(await storage.recent_turns("telegram", str(GROUP["id"]), 10)) < count:
+        assert asyncio.get_running_loop().time() < deadline, "turns not stored"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_qq_group_burst_takes_the_senders_plain_line_but_not_anothers(
+    rig: Burster,
+) -> None:
+    """Over OneBot: an @-message, the same sender's plain line, another member's plain
+    line, then the sender's @-message: the sender's three are one request and one reply
+    quoting the last; the other member's line is context."""
     impl = FakeOneBot(self_id=QQ_SELF)
     onebot = {"enabled": True, "host": "127.0.0.1", "port": 0, "access_token": QQ_TOKEN}
     at_bot = {"type": "at", "data": {"qq": str(QQ_SELF)}}
-    said = [[at_bot, qq_text(" first")], [qq_text("just chatting")], [at_bot, qq_text(" last")]]
+    said = [
+        (20002, [at_bot, qq_text(" first")]),
+        (20002, [qq_text("then this")]),
+        (20003, [qq_text("just chatting")]),
+        (20002, [at_bot, qq_text(" last")]),
+    ]
     try:
         async with rig.daemon(onebot=onebot, groups={"burst_ms": 1500}) as app:
             (channel,) = [c for c in app.channels if isinstance(c, OneBotChannel)]
@@ -273,32 +336,28 @@ async def test_a_qq_group_burst_merges_only_what_calls_the_bot(rig: Burster) -> 
             )
             await link.next_action("get_login_info")
             events = []
-            for i, segments in enumerate(said):
+            for i, (who, segments) in enumerate(said):
                 if i:
                     await asyncio.sleep(GAP_S)
-                events.append(impl.group_message(segments, group_id=30004, card="Alice"))
+                events.append(impl.group_message(segments, group_id=30004, user_id=who))
                 await link.send_event(events[-1])
-            await settled(rig.storage, 2)
+            await settled(rig.storage, 3)
             frame = await link.next_action("send_group_msg")
     finally:
         await impl.close()
 
     (request,) = rig.chat.requests
     content = asked(request)
-    assert 0 <= content.find("first") < content.find("last") and "just chatting" not in content
+    assert 0 <= content.find("first") < content.find("then this") < content.find("last")
+    assert "just chatting" not in content
     assert frame["params"]["message"][0] == {
         "type": "reply",
         "data": {"id": str(events[-1]["message_id"])},
     }
     turns = await rig.storage.recent_turns("qq", "group:30004", 10)
-    # The chatter is kept as context, in its place in the chat's queue: after the turn
-    # that was already waiting for the burst when it came.
-    assert [(t.role, t.kind) for t in turns] == [
-        ("user", "message"),
-        ("user", "message"),
-        ("assistant", "message"),
-        ("user", "context"),
-    ]
+    assert sorted((t.role, t.kind) for t in turns) == sorted(
+        [("user", "message")] * 3 + [("assistant", "message"), ("user", "context")]
+    )
 
 
 def qq_text(text: str) -> dict[str, Any]:

@@ -5,8 +5,10 @@ Why: people type a thought as several messages ("hey bot", "look at this", a pic
 half a question. Each message is still accepted durably on arrival (the intake); this
 only decides which accepted messages one answer settles. The first message of a burst
 leads: it waits while more keep coming within `window` of each other, never longer than
-`max` from the first, then answers them all. A message that comes after the leader
-stopped waiting starts the next burst (it is the next turn, never lost).
+`max` from the first, then answers them all. In a group only a message that calls the bot
+starts a burst; the same sender's next messages join it whether or not they call it. A
+message that comes after the leader stopped waiting starts the next burst (it is the next
+turn, never lost).
 """
 
 from __future__ import annotations
@@ -63,11 +65,17 @@ class Burst(Generic[T]):
     first_at: float = 0.0
     last_at: float = 0.0
     open: bool = True
+    held: int = 0  # messages on their way in (being stored) that will join it
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
     def add(self, item: T, now: float) -> None:
         self.items.append(item)
         self.last_at = now
+        self.arrived.set()
+
+    def let_go(self) -> None:
+        """A held message joined (or will not): the burst may close without it."""
+        self.held = max(0, self.held - 1)
         self.arrived.set()
 
     def deadline(self) -> float:
@@ -96,15 +104,32 @@ class Bursts(Generic[T]):
         self._open[key] = burst
         return burst
 
+    def gathering(self, chat: ChatKey, sender: str) -> bool:
+        """The sender's burst in this chat still takes messages."""
+        burst = self._open.get((chat, sender))
+        now = asyncio.get_running_loop().time()
+        return burst is not None and burst.open and now < burst.deadline()
+
+    def hold(self, chat: ChatKey, sender: str) -> Burst[T] | None:
+        """The sender's burst still gathering, held open for one message on its way in:
+        a message that does not call the bot joins only a burst its sender started with
+        one that did. None when there is none. The caller adds the message (`add`) or
+        gives up (`let_go`), once."""
+        if not self.gathering(chat, sender):
+            return None
+        burst = self._open[(chat, sender)]
+        burst.held += 1
+        return burst
+
     async def collect(self, chat: ChatKey, sender: str, burst: Burst[T]) -> list[T]:
         """Wait until the sender paused for the window (or the burst reached its max),
         then close it: later messages start the next burst. Returns its items in order."""
         loop = asyncio.get_running_loop()
         try:
-            while (left := burst.deadline() - loop.time()) > 0:
+            while (left := burst.deadline() - loop.time()) > 0 or burst.held:
                 burst.arrived.clear()
                 try:
-                    await asyncio.wait_for(burst.arrived.wait(), left)
+                    await asyncio.wait_for(burst.arrived.wait(), max(left, 0.05))
                 except TimeoutError:
                     pass
         finally:

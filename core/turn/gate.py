@@ -28,6 +28,7 @@ from core.admins import Admins
 from core.messages import ChatType, InboundMessage, Reply, TryLater
 from core.turn.accepted import notice_for
 from core.turn.access import AccessRules, ChatRules, NothingSet
+from core.turn.arrivals import Arrivals, Ticket
 from core.turn.chime import ChimeLevel, chime_level
 from core.turn.chiming import ChimeIn
 from core.turn.delivery import Outbox
@@ -55,7 +56,7 @@ UNREADABLE_NOTICE = (
 TEXT_CUT_NOTICE = "Your message was too long for me: I read only its first {limit} characters."
 
 
-Verdict = Literal["ignore", "context", "notice", "command", "model"]
+Verdict = Literal["ignore", "context", "follow", "notice", "command", "model"]
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,7 @@ class Gate:
         self._policy = policy
         self._hear = hear
         self._store_untriggered = store_untriggered
+        self._arrivals = Arrivals()
         self._limiter = limiter
         self._access = access
         self._chat_settings = chat_settings
@@ -137,17 +139,21 @@ class Gate:
     async def __call__(self, message: InboundMessage) -> None:
         """Answer `message` (or not) through the outbox. Raises only TryLater: the
         message is kept and answered after the restart."""
+        ticket = self._arrivals.ticket((message.chat_key, message.sender_key))  # no await yet
         try:
+            await ticket.wait()
             decision = await self.decide(message)
             if decision.answers and message.text_cut_at is not None:
                 cut = TEXT_CUT_NOTICE.format(limit=message.text_cut_at)
                 await self._answer(message, Reply(cut))
-            reply = await self._act(message, decision)
+            reply = await self._act(message, decision, ticket)
         except TryLater:
             raise
         except Exception:
             log.exception("turn failed in %s", message.chat_key)
             reply = Reply(GENERIC_APOLOGY)
+        finally:
+            ticket.release()
         if reply is not None:
             await self._answer(message, reply)
 
@@ -179,6 +185,8 @@ class Gate:
             and not self._policy.triggers(message, here.wake_words)
             and not await self._spoken_wake_word(message, here)
         ):
+            if message.chat_type is ChatType.GROUP and self._processor.gathering(message):
+                return Decision("follow")  # its sender called the bot a moment ago
             if self._store_untriggered and message.chat_type is ChatType.GROUP:
                 return Decision("context")
             return IGNORE
@@ -197,11 +205,18 @@ class Gate:
             return Decision("notice", quota.notice) if quota.notice else IGNORE
         return Decision("model")
 
-    async def _act(self, message: InboundMessage, decision: Decision) -> Reply | None:
+    async def _act(
+        self, message: InboundMessage, decision: Decision, ticket: Ticket
+    ) -> Reply | None:
         """Do what was decided: a Reply to send back, or None (sent already, or silence).
         While an answer is being made the channel shows it ("typing…"), from the
-        same decision."""
-        if decision.verdict == "context":
+        same decision. The sender's next message is decided once this one is accepted
+        (in a burst: once its burst is open), not after its answer."""
+        if decision.verdict == "follow" and await self._processor.join_burst(message):
+            return None  # answered with the burst it joined
+        if decision.verdict == "follow" and not self._store_untriggered:
+            return None
+        if decision.verdict in ("context", "follow"):
             await self._processor.remember_context(message)
             await self._maybe_chime(message)
             return None
@@ -211,9 +226,10 @@ class Gate:
             return None
         async with self._outbox.working(message):
             if decision.verdict == "command":
+                ticket.release()
                 return await self._commands.handle(message)
             try:
-                await self._processor.handle(message)
+                await self._processor.handle(message, accepted=ticket.release)
             except ShuttingDown:
                 raise TryLater(RETRY_AFTER_S) from None
             except Overloaded:  # nothing was stored: the caller sends it again later

@@ -112,13 +112,30 @@ class MessageProcessor:
         self._closing = False
         self._last_reports: LRUCache[ChatKey, ContextReport] = LRUCache(maxsize=REPORTS_KEPT)
 
-    async def handle(self, message: InboundMessage) -> None:
-        """Accept one triggered message and answer it through the outbox.
+    async def handle(
+        self, message: InboundMessage, accepted: Callable[[], None] = lambda: None
+    ) -> None:
+        """Accept one triggered message and answer it through the outbox. `accepted` is
+        called once the message is stored and in its burst (before the model is asked).
 
         A duplicate delivery of a message handled elsewhere is not answered again (a
         retried HTTP request is sent the first try's reply). Raises ShuttingDown during
         a drain: the message is stored and answered after the restart.
         """
+        said = False
+
+        def once() -> None:
+            nonlocal said
+            if not said:
+                said = True
+                accepted()
+
+        try:
+            return await self._handle(message, once)
+        finally:
+            once()  # refused, a duplicate, or failed before its burst: the next may go
+
+    async def _handle(self, message: InboundMessage, accepted: Callable[[], None]) -> None:
         if self._overloaded():
             return await self._turn_away(message)
         # arrival order, before any await
@@ -135,10 +152,12 @@ class MessageProcessor:
             raise ShuttingDown
         window = self._burst_window(message)
         if window <= 0:
+            accepted()
             return await self._run([(entry, message)], place, late=False)
         chat, sender = message.chat_key, message.sender_key
         longest = self._options.burst.max_s(message.chat_type)
         burst = self._bursts.join(chat, sender, (entry, message), window, longest)
+        accepted()
         if burst is None:
             place.release()  # durable, and its burst's leader answers it
             return None
@@ -151,6 +170,30 @@ class MessageProcessor:
         # As sent, not as handled: two messages of one poll can reach here swapped.
         items.sort(key=lambda item: sent_order(item[0]))
         return await self._run(items, place, late=False)
+
+    def gathering(self, message: InboundMessage) -> bool:
+        """The sender has a burst open in this chat that a message of theirs may join."""
+        if self._closing or self._burst_window(message) <= 0:
+            return False
+        return self._bursts.gathering(message.chat_key, message.sender_key)
+
+    async def join_burst(self, message: InboundMessage) -> bool:
+        """A group message that does not call the bot, from a sender whose burst (started
+        by one that did) is still gathering: accepted and answered with that burst, True.
+        False, with nothing stored, when the sender has no burst open here."""
+        if self._closing or self._burst_window(message) <= 0:
+            return False
+        chat, sender = message.chat_key, message.sender_key
+        burst = self._bursts.hold(chat, sender)  # held open until this message is in
+        if burst is None:
+            return False
+        try:
+            entry = await self._store.intake.accept(intake_draft(message))
+            if entry is not None:
+                burst.add((entry, message), asyncio.get_running_loop().time())
+        finally:
+            burst.let_go()
+        return True
 
     def _burst_window(self, message: InboundMessage) -> float:
         """How long this message waits for its sender's next one (0: answered alone).

@@ -185,6 +185,38 @@ async def test_sigkill_in_the_middle_of_a_burst(harness: Harness) -> None:
     assert (await harness.states())["delivered"] == 2
 
 
+async def test_sigkill_in_a_group_burst_started_by_the_wake_word(harness: Harness) -> None:
+    """A wake word, then the same sender's two plain lines (another member's line between):
+    killed while the burst waited; after the restart the three are one reply, once, and
+    the other member's line is answered by nothing."""
+    extra = {
+        "CHATTERD_GROUPS__BURST_MS": "30000",
+        "CHATTERD_GROUPS__BURST_MAX_MS": "60000",
+        "CHATTERD_GROUPS__WAKE_WORDS": '["chatterbot"]',
+    }
+    first = await harness.daemon(extra)
+    ann, bo = PEOPLE[0], PEOPLE[1]
+    group = group_chat(-100555, "Trip")
+    harness.tg.push_message(group, ann, "chatterbot, got a minute?")
+    harness.tg.push_message(group, ann, "we are planning a trip")
+    harness.tg.push_message(group, bo, "I can't come")
+    harness.tg.push_message(group, ann, "where should we go?")
+    await _until(lambda: harness.states(), lambda s: s["pending"] == 3)
+    first.kill()
+    await first.wait()
+    assert harness.tg.sent == [] and harness.model.requests == []
+    second = await harness.daemon(extra)
+    await harness.settled(second)
+    await asyncio.sleep(1.0)  # room for a wrong second answer
+    (asked,) = harness.model.requests
+    said = last_user_text(asked.json or {}) or ""
+    lines = ["got a minute?", "planning a trip", "where should we go?"]
+    places = [said.find(line) for line in lines]
+    assert -1 not in places and places == sorted(places) and "I can't come" not in said, said
+    assert [int(s["chat_id"]) for s in harness.tg.sent] == [group["id"]]
+    assert (await harness.states())["delivered"] == 3
+
+
 async def test_sigkill_during_the_image_description(harness: Harness, tmp_path: Path) -> None:
     async with FakeOpenAI(reply="a red bicycle") as vision:
         extra = {
