@@ -43,8 +43,9 @@ from core.knowledge.segment import index_terms, query_terms  # noqa: E402
 from core.knowledge.service import KnowledgeBase, Scope  # noqa: E402
 from core.knowledge.settings import KnowledgeSettings  # noqa: E402
 from core.knowledge.vectors import VectorIndex  # noqa: E402
-from memory.knowledge import ChunkDraft, DocumentDraft, KnowledgeStore  # noqa: E402
-from memory.store import open_storage  # noqa: E402
+from memory.knowledge.store import KnowledgeStore  # noqa: E402
+from memory.knowledge.types import ChunkDraft, DocumentDraft  # noqa: E402
+from memory.turns.store import open_storage  # noqa: E402
 from tests.fakes.files import make_pdf  # noqa: E402
 
 SECTION = "knowledge-bench"
@@ -313,10 +314,10 @@ def rss():
     for line in open('/proc/self/status'):
         if line.startswith('VmRSS:'):
             return int(line.split()[1]) / 1024
-import core.turn.processor, memory.store
+import core.turn.processor, memory.turns.store
 print(f"base {{rss():.1f}}")
-from memory.store import open_storage
-from memory.knowledge import KnowledgeStore
+from memory.turns.store import open_storage
+from memory.knowledge.store import KnowledgeStore
 from core.knowledge.service import KnowledgeBase, Scope
 from core.knowledge.settings import KnowledgeSettings
 from core.knowledge.embedders import LocalEmbedder

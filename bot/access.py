@@ -3,7 +3,7 @@
 Why one pure function of its inputs: the dispatcher asks it on every message, `/bot
 status` asks it to explain a chat, and the console shows the same answer, so the rule
 must live in one place and be testable without a database. The caller passes the
-chat's settings in (memory/chat_settings.py, read through a short cache).
+chat's settings in (memory/chats/settings.py, read through a short cache).
 
 The rules, in order:
 1. The console (the operator at their own terminal) is always served.
@@ -28,8 +28,8 @@ from bot.config import Settings
 from channels.http.chat_ids import GROUP, stored_group_id
 from core.messages import ChatType, InboundMessage
 from core.tools.mcp.permission import Decision
-from memory.chat_settings import ChatSettings
-from memory.types import ChatKey
+from memory.chats.settings import ChatSettings
+from memory.chats.types import ChatKey
 
 # The operator at their own terminal (`chatterd chat`): never restricted.
 EXEMPT_PLATFORMS = frozenset({"console"})

@@ -36,8 +36,8 @@ from core.turn.ratelimit import RATE_NOTICE, RateDecision, RateLimiter
 from core.turn.triggers import TriggerPolicy, is_command
 from core.usage.quota import ALLOWED as QUOTA_OK
 from core.usage.quota import QuotaDecision, QuotaGuard
-from memory.chat_settings import ChatSettings
-from memory.chat_settings_cache import CachedChatSettings
+from memory.chats.settings import ChatSettings
+from memory.chats.settings_cache import CachedChatSettings
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from bot.wiring.app import Seams
 from channels.onebot.channel import OneBotChannel
 from core.background.desk import TaskDesk, TaskRequest, TaskRules
 from core.tools.search import SearchResult
-from memory.store import SqlStorage
-from memory.usage import UsageScope
+from memory.turns.store import SqlStorage
+from memory.usage.types import UsageScope
 from tests.fakes.onebot_impl import FakeOneBot
 from tests.fakes.openai_server import FakeOpenAI, FakeReply, content_text
 from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, user

@@ -12,9 +12,9 @@ from bot.access import AccessRules
 from bot.commands.admin import BotCommand
 from bot.commands.table import Commands
 from core.messages import ChatType, InboundMessage
-from memory.chat_settings import PERSONA_MAX_CHARS, WAKE_WORDS_MAX
-from memory.chat_settings_cache import CachedChatSettings
-from memory.store import SqlStorage
+from memory.chats.settings import PERSONA_MAX_CHARS, WAKE_WORDS_MAX
+from memory.chats.settings_cache import CachedChatSettings
+from memory.turns.store import SqlStorage
 
 ADMIN_ID = "1"
 GROUP_ID = "group:7"

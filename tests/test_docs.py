@@ -34,8 +34,8 @@ from bot.cli.main import build_parser
 from bot.commands.admin import BotCommand
 from bot.commands.table import Commands
 from core.messages import ChatType, InboundMessage
-from memory.chat_settings_cache import CachedChatSettings
-from memory.store import SqlStorage
+from memory.chats.settings_cache import CachedChatSettings
+from memory.turns.store import SqlStorage
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -365,7 +365,7 @@ def test_source_paths_and_module_names_exist(page: Path) -> None:
 
 
 def _resolves(dotted: str) -> bool:
-    """`core.context.tokens` or `memory.types.Turn`: a module, then attributes."""
+    """`core.context.tokens` or `memory.turns.types.Turn`: a module, then attributes."""
     parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):
         try:

@@ -13,8 +13,8 @@ import pytest
 from core.clock import utc_now
 from core.jobs.runner import JobContext, JobOutcome, JobRunner
 from core.messages import DeliveryError, OutboundMessage, Sent
-from memory.job_types import Job, JobDraft, JobRefused
-from memory.store import SqlStorage
+from memory.jobs.types import Job, JobDraft, JobRefused
+from memory.turns.store import SqlStorage
 from tests.fakes.manual_clock import ManualWallClock
 
 LEASE_S = 0.3

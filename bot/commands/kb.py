@@ -21,7 +21,7 @@ from core.knowledge.sources import KnowledgeSources, Unreadable
 from core.media.links import find_links
 from core.media.shared import one_line
 from core.messages import ChatType, InboundMessage, Reply
-from memory.knowledge import GLOBAL_SCOPE, DocumentInfo
+from memory.knowledge.types import GLOBAL_SCOPE, DocumentInfo
 
 Content = str | tuple[Page, ...]
 _ID = re.compile(r"^#?(\d{1,18})$")

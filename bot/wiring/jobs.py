@@ -14,7 +14,7 @@ from bot.config import Settings
 from core.clock import WallClock
 from core.jobs.runner import JobRunner
 from core.turn.delivery import Outbox
-from memory.store import SqlStorage
+from memory.turns.store import SqlStorage
 
 
 def worker_name(storage: SqlStorage) -> str:

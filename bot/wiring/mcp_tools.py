@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from bot.config import Settings
 from core.context.tokens import TokenCounter
-from memory.store import SqlStorage
+from memory.turns.store import SqlStorage
 
 if TYPE_CHECKING:
     from core.tools.mcp.tools import McpTools

@@ -23,10 +23,10 @@ from core.reminders.scheduler import Gate, Lock, Scheduler, SchedulerOptions, ow
 from core.reminders.service import ReminderLimits, Reminders
 from core.turn.outcomes import ShuttingDown
 from core.turn.processor import MessageProcessor
-from memory.chat_settings_cache import CachedChatSettings
-from memory.reminders import Reminder
-from memory.store import SqlStorage
-from memory.types import ChatKey
+from memory.chats.settings_cache import CachedChatSettings
+from memory.chats.types import ChatKey
+from memory.reminders.types import Reminder
+from memory.turns.store import SqlStorage
 
 Clock = Callable[[], datetime]
 

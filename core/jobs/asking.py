@@ -15,10 +15,10 @@ from core.messages import InboundMessage
 from core.tools.mcp.config import Allow
 from core.tools.mcp.permission import Sender, allows
 from core.tools.registry import Observation, ToolContext
-from memory.job_types import JobAsker, JobRefused
+from memory.jobs.types import JobAsker, JobRefused
 
 if TYPE_CHECKING:  # the store itself is the seam's type; core never loads it at run time
-    from memory.jobs import JobStore
+    from memory.jobs.store import JobStore
 
 Asker = TypeVar("Asker", bound=JobAsker)
 

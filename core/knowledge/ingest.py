@@ -30,11 +30,11 @@ from core.jobs.runner import NO_CHAT, JobContext, JobHandler, JobOutcome
 from core.knowledge.chunking import Page
 from core.knowledge.intake import AddRequest, KnowledgeIntake
 from core.knowledge.reading import PageReader, ReadFailed
-from memory.job_types import Job, JobAsker, JobDraft, JobRefused
+from memory.jobs.types import Job, JobAsker, JobDraft, JobRefused
 
 if TYPE_CHECKING:  # numpy and the store load with the knowledge base, not with the seam
     from core.knowledge.service import Added, DocumentInfo, KnowledgeBase, Scope
-    from memory.jobs import JobStore as IngestJobs
+    from memory.jobs.store import JobStore as IngestJobs
 
 log = logging.getLogger(__name__)
 

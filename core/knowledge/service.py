@@ -23,13 +23,13 @@ from core.knowledge.scope import Scope
 from core.knowledge.segment import index_terms, query_terms
 from core.knowledge.settings import KnowledgeSettings
 from core.knowledge.vectors import VectorIndex
-from memory.knowledge import (
+from memory.knowledge.store import KnowledgeStore
+from memory.knowledge.types import (
     GLOBAL_SCOPE,
     ChunkDraft,
     DocumentDraft,
     DocumentInfo,
     KnowledgeRefused,
-    KnowledgeStore,
 )
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@ dead process claimed.
 
 Exactly once, step by step (claim -> send -> mark, like the intake's answered ->
 delivered): the claim is one transaction that moves the reminder on and inserts the
-occurrence's run row (memory/reminders.py), so only one replica or process can take an
+occurrence's run row (memory/reminders/store.py), so only one replica or process can take an
 occurrence. The send goes through the core's one door (`Outbox.send_proactive`) with no
 model on the path. The mark is one conditional UPDATE. A crash between the claim and the
 mark leaves a `claimed` run that recovery sends again (late). The one window that can
@@ -52,10 +52,10 @@ from core.messages import (
 )
 from core.reminders.service import late_note
 from core.reminders.when import Schedule
-from memory.reminder_types import Reminder, Run
+from memory.reminders.types import Reminder, Run
 
 if TYPE_CHECKING:
-    from memory.reminders import ReminderStore
+    from memory.reminders.store import ReminderStore
 
 log = logging.getLogger(__name__)
 

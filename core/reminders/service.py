@@ -17,10 +17,10 @@ from zoneinfo import ZoneInfo
 
 from core.messages import ChatType, InboundMessage
 from core.reminders.when import Schedule, WhenError, describe, resolve, zone_label
-from memory.reminder_types import Reminder, ReminderDraft, ReminderRefused
+from memory.reminders.types import Reminder, ReminderDraft, ReminderRefused
 
 if TYPE_CHECKING:
-    from memory.reminders import ReminderStore
+    from memory.reminders.store import ReminderStore
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,7 @@ from core.clock import WallClock, utc_now
 from core.context.tokens import TokenCounter, count_messages
 from core.llm.provider import ChatResult
 from core.messages import InboundMessage
-from core.storage import UsageSink
-from memory.types import UsageDelta
+from memory.usage.types import UsageDelta, UsageSink
 
 log = logging.getLogger(__name__)
 

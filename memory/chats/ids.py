@@ -17,10 +17,10 @@ from cachetools import LRUCache
 from sqlalchemy import Connection, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from memory.migrate import Database
-from memory.models import Chat, User
-from memory.rows import utc
-from memory.types import ChatKey
+from memory.chats.models import Chat, User
+from memory.chats.types import ChatKey
+from memory.db.migrate import Database
+from memory.db.rows import utc
 
 CACHE_SIZE = 10_000
 

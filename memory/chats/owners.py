@@ -12,10 +12,10 @@ from cachetools import LRUCache
 from sqlalchemy import Connection, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from memory.migrate import Database
-from memory.models import ChatOwnerRow
-from memory.rows import check_key, utcnow
-from memory.types import ChatKey
+from memory.chats.models import ChatOwnerRow
+from memory.chats.types import ChatKey
+from memory.db.migrate import Database
+from memory.db.rows import check_key, utcnow
 
 OWNERS_KEPT = 10_000
 

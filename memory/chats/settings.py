@@ -24,10 +24,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from sqlalchemy import Connection, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from memory.migrate import Database
-from memory.models import ChatSettingsRow
-from memory.rows import AUTHOR_LEN, check_key, clean_text, utcnow
-from memory.types import InChat
+from memory.chats.models import ChatSettingsRow
+from memory.chats.types import InChat
+from memory.db.migrate import Database
+from memory.db.rows import AUTHOR_LEN, check_key, clean_text, utcnow
 
 PERSONA_MAX_CHARS = 500
 WAKE_WORDS_MAX = 10

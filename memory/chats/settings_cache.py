@@ -15,8 +15,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from memory.chat_settings import Change, ChatSettings, ChatSettingsStore
-from memory.types import ChatKey
+from memory.chats.settings import Change, ChatSettings, ChatSettingsStore
+from memory.chats.types import ChatKey
 
 DEFAULT_TTL_S = 5.0
 DEFAULT_MAX_CHATS = 10_000

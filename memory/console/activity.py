@@ -16,9 +16,10 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
-from memory.migrate import Database
-from memory.models import IntakeRow, UsageRow
-from memory.rows import utc
+from memory.db.migrate import Database
+from memory.db.rows import utc
+from memory.turns.models import IntakeRow
+from memory.usage.models import UsageRow
 
 
 @dataclass(frozen=True)

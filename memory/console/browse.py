@@ -18,9 +18,11 @@ from typing import Any, Generic, TypeVar
 
 from sqlalchemy import ColumnElement, Connection, Select, func, or_, select, tuple_
 
-from memory.migrate import Database
-from memory.models import Chat, MemoryRow, UsageRow, User
-from memory.rows import utc
+from memory.chats.models import Chat, User
+from memory.db.migrate import Database
+from memory.db.rows import utc
+from memory.memories.models import MemoryRow
+from memory.usage.models import UsageRow
 
 MAX_PAGE = 200
 T = TypeVar("T")

@@ -8,7 +8,7 @@ answered, or answered and sent again. Checking at start turns that into one line
 exit status 2 before anything is accepted.
 
 The check does not trust `[storage] replicas` alone: each daemon names its sessions
-`chatterd/<schema>/<replica>` (memory/migrate.py), so a starting replica counts the
+`chatterd/<schema>/<replica>` (memory/db/migrate.py), so a starting replica counts the
 others already using the database and budgets for at least that many.
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import text
 
-from memory.migrate import Database, application_name
+from memory.db.migrate import Database, application_name
 
 _LIMITS = text(
     "SELECT current_setting('max_connections')::int, "

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 # Any fixed number: replicas starting together take turns running the migrations.
 MIGRATION_LOCK_KEY = 0x63_68_61_74_74_65_72  # "chatter"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -382,7 +382,7 @@ async def upgrade_in_child(url: str) -> bool:
     child = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
-        "import sys; from memory.migrate import upgrade; upgrade(sys.stdin.read())",
+        "import sys; from memory.db.migrate import upgrade; upgrade(sys.stdin.read())",
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,

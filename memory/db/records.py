@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Select, select
 
-from memory.migrate import Database
+from memory.db.migrate import Database
 
 R = TypeVar("R")
 
@@ -30,7 +30,7 @@ class Records(Generic[R]):
         return select(*self.columns)
 
     def of(self, row: Any) -> R:
-        """By name: a record's fields may be keyword-only (memory.types.WorkOrigin)."""
+        """By name: a record's fields may be keyword-only (memory.chats.types.WorkOrigin)."""
         return self._record(**dict(zip(self._names, row, strict=True)))
 
     async def one(self, database: Database, query: Select[Any]) -> R | None:

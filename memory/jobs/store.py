@@ -19,11 +19,11 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, insert, or_, select, true, update
 
-from memory.job_types import FINISHED, Job, JobDraft, JobRefused
-from memory.migrate import Database
-from memory.records import Records
-from memory.rows import NAME_LEN, check_key, clean_text, utcnow
-from memory.work_models import JobRow
+from memory.db.migrate import Database
+from memory.db.records import Records
+from memory.db.rows import NAME_LEN, check_key, clean_text, utcnow
+from memory.jobs.models import JobRow
+from memory.jobs.types import FINISHED, Job, JobDraft, JobRefused
 
 __all__ = ["Job", "JobDraft", "JobRefused", "JobStore"]
 

@@ -1,6 +1,6 @@
 """Durable jobs as the core sees them: plain dataclasses, no SQLAlchemy.
 
-Why apart from memory/jobs.py: the core's runner (core/jobs/) reads these types, and
+Why apart from memory/jobs/store.py: the core's runner (core/jobs/) reads these types, and
 importing the core must not load a storage implementation (the store is a seam).
 """
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from memory.types import WorkOrigin, person_key
+from memory.chats.types import WorkOrigin, person_key
 
 # queued -> running -> done | failed | cancelled; a running job whose lease ran out (its
 # process died) is claimed again, up to max_attempts.

@@ -3,16 +3,16 @@
 Why a query of its own: at start the folder watcher (core/knowledge/folder.py) compares
 the files with what the knowledge base holds for them, including files deleted (or whole
 chat subfolders removed) while the daemon was down, whose scopes the folder no longer
-names. Every other read of the knowledge tables is per scope (memory/knowledge.py).
+names. Every other read of the knowledge tables is per scope (memory/knowledge/store.py).
 """
 
 from __future__ import annotations
 
 from sqlalchemy import select
 
-from memory.knowledge import DocumentInfo
-from memory.knowledge_models import KnowledgeDocumentRow
-from memory.migrate import Database
+from memory.db.migrate import Database
+from memory.knowledge.models import KnowledgeDocumentRow
+from memory.knowledge.types import DocumentInfo
 
 _COLUMNS = tuple(getattr(KnowledgeDocumentRow, n) for n in DocumentInfo.__dataclass_fields__)
 

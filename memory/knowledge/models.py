@@ -1,7 +1,7 @@
 """The knowledge base's tables: documents, their passages, and the passages' vectors.
 
-Why apart from memory/models.py: the knowledge base is an engine of its own
-(core/knowledge/, memory/knowledge.py); memory/schema.py gathers every table family.
+The knowledge base is an engine of its own (core/knowledge/, memory/knowledge/store.py);
+memory/schema.py gathers every domain's tables.
 """
 
 from __future__ import annotations
@@ -20,21 +20,22 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memory.models import Base, BigIdKey
-from memory.rows import (
-    AUTHOR_LEN,
-    HASH_LEN,
-    KIND_LEN,
-    NAME_LEN,
-    SCOPE_LEN,
-    TermsVector,
-    UTCDateTime,
-    utcnow,
-)
+from memory.db.base import Base, BigIdKey
+from memory.db.rows import AUTHOR_LEN, ID_LEN, KIND_LEN, NAME_LEN, PLATFORM_LEN, UTCDateTime, utcnow
 
 # -- the knowledge base (migration 0012) --
+
+KNOWLEDGE_STATES = ("pending", "indexing", "ready", "failed")
+SCOPE_LEN = PLATFORM_LEN + 1 + ID_LEN  # "platform:chat_id", 161
+HASH_LEN = 64  # sha256, hex
+# The keyword index: on SQLite the FTS5 table `knowledge_fts` (made by migration 0012,
+# outside these models: a virtual table has no ORM shape); on PostgreSQL a tsvector
+# column of the chunk under a GIN index. Both index the pre-segmented `terms`.
+KNOWLEDGE_FTS = "knowledge_fts"
+TermsVector = Text().with_variant(TSVECTOR(), "postgresql")
 
 
 class KnowledgeDocumentRow(BigIdKey, Base):

@@ -12,33 +12,26 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, delete, func, insert, select, text, update
 
-from memory.knowledge_models import KnowledgeChunkRow, KnowledgeDocumentRow, KnowledgeVectorRow
-from memory.migrate import Database
-from memory.rows import (
-    AUTHOR_LEN,
-    GLOBAL_SCOPE,
+from memory.db.migrate import Database
+from memory.db.rows import AUTHOR_LEN, NAME_LEN, clean_text, utcnow
+from memory.knowledge.models import (
     KNOWLEDGE_FTS,
-    NAME_LEN,
     SCOPE_LEN,
-    clean_text,
-    utcnow,
+    KnowledgeChunkRow,
+    KnowledgeDocumentRow,
+    KnowledgeVectorRow,
 )
-
-__all__ = [
-    "GLOBAL_SCOPE",
-    "ChunkDraft",
-    "DocumentDraft",
-    "DocumentInfo",
-    "KnowledgeRefused",
-    "KnowledgeStore",
-    "StoredChunk",
-]
+from memory.knowledge.types import (
+    ChunkDraft,
+    DocumentDraft,
+    DocumentInfo,
+    KnowledgeRefused,
+    StoredChunk,
+)
 
 T = TypeVar("T")
 _TERM = re.compile(r"^\w+$")
@@ -47,54 +40,6 @@ _TERM = re.compile(r"^\w+$")
 # rarest first while their passages add up to at most this many (the rarest always).
 POSTINGS_BUDGET = 20_000
 _LIVE = ("pending", "indexing", "ready")  # what counts towards a scope's documents
-
-
-class KnowledgeRefused(ValueError):
-    """Refused before anything was stored; str(exc) is one line naming the limit."""
-
-
-@dataclass(frozen=True)
-class DocumentDraft:
-    scope: str
-    source: str
-    content_hash: str
-    size_bytes: int
-    pages: list[dict[str, str]]
-    added_by: str
-
-
-@dataclass(frozen=True)
-class DocumentInfo:
-    id: int
-    scope: str
-    source: str
-    content_hash: str
-    size_bytes: int
-    state: str
-    chunk_count: int
-    error: str
-    added_by: str
-    created_at: datetime
-    updated_at: datetime
-
-
-@dataclass(frozen=True)
-class ChunkDraft:
-    ordinal: int
-    locator: str
-    text: str
-    terms: str
-    vector: bytes | None  # float32 bytes by the finishing model, or None (embed later)
-
-
-@dataclass(frozen=True)
-class StoredChunk:
-    id: int
-    document_id: int
-    scope: str
-    source: str
-    locator: str
-    text: str
 
 
 _DOC_COLUMNS = tuple(getattr(KnowledgeDocumentRow, n) for n in DocumentInfo.__dataclass_fields__)

@@ -14,7 +14,7 @@ Refusals raise `MemoryRefused`, whose message is written to be shown as is, to a
 to the model. Every change writes one audit line (who changed whose memory, and which
 row) at INFO; the text of a memory is never logged.
 
-This module only knows the MemoryStore protocol (memory.types), so core may import it
+This module only knows the MemoryStore protocol (memory.memories.types), so core may import it
 without pulling in SQLAlchemy.
 """
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memory.types import MemoryItem, MemoryStore, NewMemory
+from memory.memories.types import MemoryItem, MemoryStore, NewMemory
 
 log = logging.getLogger(__name__)
 

@@ -3,11 +3,12 @@
 A memory hangs off its user's `users` row, created on first sight (an admin may add a
 memory before the person ever talks). The unique (user, content hash) key makes the same
 memory impossible to store twice, even from two processes at once. How long a memory may
-be and how many one person may have are memory.service's rules, not the rows'.
+be and how many one person may have are memory.memories.service's rules, not the rows'.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -15,11 +16,13 @@ from typing import Any
 from sqlalchemy import Connection, Insert, ScalarSelect, Select, bindparam, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from memory.ids import RowIds
-from memory.migrate import Database
-from memory.models import MemoryRow, User
-from memory.rows import check_key, memory_author, memory_hash, memory_text, utc
-from memory.types import MemoryItem, NewMemory
+from memory.chats.ids import RowIds
+from memory.chats.models import User
+from memory.db.migrate import Database
+from memory.db.rows import AUTHOR_LEN, check_key, clean_text, utc
+from memory.memories.models import MemoryRow
+from memory.memories.service import normalise_memory
+from memory.memories.types import MemoryItem, NewMemory
 
 
 def user_pk_query(platform: str, user_id: str) -> ScalarSelect[int]:
@@ -142,3 +145,24 @@ class MemoryRows:
     async def clear_memories(self, platform: str, user_id: str) -> int:
         statement = delete(MemoryRow).where(MemoryRow.user_id == user_pk_query(platform, user_id))
         return await self._db.write(lambda conn: int(conn.execute(statement).rowcount))
+
+
+def memory_hash(content: str) -> str:
+    """The unique key of a memory row: the same memory (memory.memories.service) hashes the same."""
+    return hashlib.sha256(normalise_memory(content).encode()).hexdigest()
+
+
+def memory_text(content: object, where: str = "memory") -> str:
+    """A memory's stored text: stripped and non-empty (its limits are memory.memories.service's)."""
+    if not isinstance(content, str):
+        raise ValueError(f"{where}: content must be text")
+    cleaned = clean_text(content.strip())
+    if not cleaned:
+        raise ValueError(f"{where}: content is empty")
+    return cleaned
+
+
+def memory_author(author: object, where: str = "memory") -> str:
+    if not isinstance(author, str) or not author.strip() or len(author.strip()) > AUTHOR_LEN:
+        raise ValueError(f"{where}: author must be 1..{AUTHOR_LEN} characters")
+    return clean_text(author.strip())

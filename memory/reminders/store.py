@@ -16,12 +16,12 @@ from datetime import datetime
 
 from sqlalchemy import Connection, func, insert, select, update
 
-from memory.migrate import Database
-from memory.records import Records
-from memory.reminder_types import Reminder, ReminderDraft, ReminderRefused, Run
-from memory.rows import NAME_LEN, check_key, clean_text, utcnow
-from memory.types import person_key
-from memory.work_models import ReminderRow, ReminderRunRow
+from memory.chats.types import person_key
+from memory.db.migrate import Database
+from memory.db.records import Records
+from memory.db.rows import NAME_LEN, check_key, clean_text, utcnow
+from memory.reminders.models import ReminderRow, ReminderRunRow
+from memory.reminders.types import Reminder, ReminderDraft, ReminderRefused, Run
 
 __all__ = ["Reminder", "ReminderDraft", "ReminderRefused", "ReminderStore", "Run"]
 

@@ -1,6 +1,6 @@
 """Reminder data as the core sees it: plain dataclasses, no SQLAlchemy.
 
-Why apart from memory/reminders.py: the core (core/reminders/) reads these types, and
+Why apart from memory/reminders/store.py: the core (core/reminders/) reads these types, and
 importing the core must not load a storage implementation (the store is a seam).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from memory.types import WorkOrigin, person_key
+from memory.chats.types import WorkOrigin, person_key
 
 
 class ReminderRefused(ValueError):

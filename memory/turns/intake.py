@@ -17,10 +17,10 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from memory.migrate import Database
-from memory.models import OPEN_STATES, IntakeRow
-from memory.rows import check_key, clean_text, utc, utcnow
-from memory.types import IntakeDraft, IntakeEntry, IntakeStats, TurnState
+from memory.db.migrate import Database
+from memory.db.rows import check_key, clean_text, utc, utcnow
+from memory.turns.models import OPEN_STATES, IntakeRow
+from memory.turns.types import IntakeDraft, IntakeEntry, IntakeStats, TurnState
 
 
 class IntakeConflict(Exception):

@@ -2,7 +2,7 @@
 
 Why a module of its own: this runs on every turn (turn_material is one database round
 trip for the history, the summary and the sender's memories), so its statements are
-built once and its rows unpacked by position; the writes stay in memory/store.py.
+built once and its rows unpacked by position; the writes stay in memory/turns/store.py.
 """
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ from typing import Any
 
 from sqlalchemy import Connection, Text, bindparam, select, type_coerce
 
-from memory.ids import RowIds
-from memory.memories import NEWEST_MEMORIES, memories_params, memory_items
-from memory.migrate import Database
-from memory.models import Chat, TurnRow, User
-from memory.types import SUMMARY_THROUGH, ChatKey, Turn, TurnMaterial
+from memory.chats.ids import RowIds
+from memory.chats.models import Chat, User
+from memory.chats.types import ChatKey
+from memory.db.migrate import Database
+from memory.memories.store import NEWEST_MEMORIES, memories_params, memory_items
+from memory.turns.models import TurnRow
+from memory.turns.types import SUMMARY_THROUGH, Turn, TurnMaterial
 
 
 def _meta(stored: Any) -> dict[str, Any]:

@@ -1,11 +1,11 @@
 """SqlStorage: chat history and long-term memory on SQLite or PostgreSQL.
 
-One class implements both TurnStore and MemoryStore (memory/types.py) so the daemon
-opens one set of connections. Turn writes live here, turn reads in
-memory.turn_reads.TurnReads, the memory half in memory.memories.MemoryRows; all find
-user and chat rows through one memory.ids.RowIds, so a turn in a known chat costs one
-INSERT. Each call is one transaction run by
-`Database` (memory/migrate.py).
+One class implements both TurnStore (memory/turns/types.py) and MemoryStore
+(memory/memories/types.py) so the daemon opens one set of connections. Turn writes live
+here, turn reads in memory.turns.reads.TurnReads, the memory half in
+memory.memories.store.MemoryRows; all find user and chat rows through one
+memory.chats.ids.RowIds, so a turn in a known chat costs one INSERT. Each call is one
+transaction run by `Database` (memory/db/migrate.py).
 """
 
 from __future__ import annotations
@@ -14,39 +14,28 @@ import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
-from typing import Any
+from datetime import datetime
+from typing import Any, get_args
 
-from sqlalchemy import (
-    Connection,
-    Insert,
-    bindparam,
-    delete,
-    func,
-    update,
-)
+from sqlalchemy import Connection, Insert, bindparam, delete, func, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from memory.chat_settings import ChatSettingsStore
-from memory.ids import CACHE_SIZE, RowIds, TxIds
-from memory.intake import AfterWrite, IntakeConflict, IntakeStore, claim_in, settle_in
-from memory.jobs import JobStore
-from memory.memories import MemoryRows
-from memory.migrate import Database, head_revision, parse_url, revision_of, upgrade_connection
-from memory.models import Chat, TurnRow
-from memory.reminders import ReminderStore
-from memory.rows import NAME_LEN, check_turn, clean_text, utc
-from memory.tool_calls import ToolCallStore
-from memory.turn_reads import TurnReads
-from memory.types import (
-    ChatKey,
-    MemoryItem,
-    NewMemory,
-    NewTurn,
-    Turn,
-    TurnMaterial,
-    TurnState,
-)
-from memory.usage import UsageStore
+from memory.chats.ids import CACHE_SIZE, RowIds, TxIds
+from memory.chats.models import Chat
+from memory.chats.settings import ChatSettingsStore
+from memory.chats.types import ChatKey
+from memory.db.migrate import Database, head_revision, parse_url, revision_of, upgrade_connection
+from memory.db.rows import ID_LEN, NAME_LEN, check_key, clean_text, utc
+from memory.jobs.store import JobStore
+from memory.memories.store import MemoryRows
+from memory.memories.types import MemoryItem, NewMemory
+from memory.reminders.store import ReminderStore
+from memory.turns.intake import AfterWrite, IntakeConflict, IntakeStore, claim_in, settle_in
+from memory.turns.models import TurnRow
+from memory.turns.reads import TurnReads
+from memory.turns.types import NewTurn, Role, Turn, TurnKind, TurnMaterial, TurnState
+from memory.usage.store import UsageStore
+from memory.usage.tool_calls import ToolCallStore
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +92,7 @@ class SqlStorage:
 
     @property
     def database(self) -> Database:
-        """The connections, for read models over the same tables (memory/browse.py)."""
+        """The connections, for read models over the same tables (memory/console/browse.py)."""
         return self._db
 
     async def close(self) -> None:
@@ -222,7 +211,7 @@ class SqlStorage:
     async def turn_material(
         self, platform: str, chat_id: str, sender_id: str, limit: int, before_id: int | None
     ) -> TurnMaterial:
-        """What one turn's context needs in one round trip (memory.turn_reads)."""
+        """What one turn's context needs in one round trip (memory.turns.reads)."""
         return await self._reads.turn_material(platform, chat_id, sender_id, limit, before_id)
 
     async def turn_content(self, turn_id: int) -> Turn | None:
@@ -302,7 +291,7 @@ class SqlStorage:
             return nullcontext(True)
         return self._db.advisory_lock(_lock_key(platform, chat_id), wait=False)
 
-    # -- MemoryStore: memory.memories.MemoryRows ----------------------------------------
+    # -- MemoryStore: memory.memories.store.MemoryRows ----------------------------------------
 
     async def add_memory(
         self, platform: str, user_id: str, content: str, author: str
@@ -374,3 +363,35 @@ async def open_storage(
         raise
     log.info("storage open (%s)", database.dialect)
     return SqlStorage(database)
+
+
+ROLES = frozenset(get_args(Role))
+KINDS = frozenset(get_args(TurnKind))
+CHAT_TYPES = frozenset({"private", "group"})
+
+
+def check_turn(turn: NewTurn) -> None:
+    """Reject a malformed turn before anything is written, naming what is wrong."""
+    check_key("turn chat", turn.platform, turn.chat_id)
+    if turn.sender_id is not None:
+        check_key("turn sender", turn.platform, turn.sender_id)
+    if turn.chat_type not in CHAT_TYPES:
+        raise ValueError(f"turn: chat_type must be private or group, not {turn.chat_type!r}")
+    if turn.role not in ROLES:
+        raise ValueError(f"turn: role must be one of {sorted(ROLES)}, not {turn.role!r}")
+    if turn.kind not in KINDS:
+        raise ValueError(f"turn: kind must be one of {sorted(KINDS)}, not {turn.kind!r}")
+    if not isinstance(turn.content, str):
+        raise ValueError("turn: content must be text")
+    if turn.sender_name is not None and not isinstance(turn.sender_name, str):
+        raise ValueError("turn: sender_name must be text")
+    count = turn.token_count
+    if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count < 2**31:
+        raise ValueError(f"turn: token_count must be a non-negative integer, not {count!r}")
+    pmid = turn.platform_message_id
+    if pmid is not None and (not isinstance(pmid, str) or not pmid or len(pmid) > ID_LEN):
+        raise ValueError(f"turn: platform_message_id must be 1..{ID_LEN} characters")
+    if not isinstance(turn.meta, dict):
+        raise ValueError("turn: meta must be a dict")
+    if turn.created_at is not None and not isinstance(turn.created_at, datetime):
+        raise ValueError("turn: created_at must be a datetime")

@@ -1,76 +1,21 @@
-"""What storage holds and the interfaces core depends on (core never sees SQLAlchemy)."""
+"""The conversation as the core sees it: turns, the durable intake's records, and the
+Protocols of the turn path's store (SqlStorage has them); core never sees SQLAlchemy."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import KW_ONLY, dataclass, field, fields
-from datetime import date, datetime
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal, Protocol
+
+from memory.chats.types import InChat
+from memory.memories.types import MemoryItem, MemoryStore
 
 Role = Literal["user", "assistant", "tool", "system"]
 # message: a normal turn; context: a group message that did not trigger the bot;
 # tool_call / tool_result: the tool loop; summary: a compacted stretch of history.
 TurnKind = Literal["message", "context", "tool_call", "tool_result", "summary"]
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class ChatKey:
-    """Which chat: a platform and that platform's chat id, the one spelling everywhere.
-
-    Written `platform:chat_id` in logs, config (`[access] allowed_groups`), commands and
-    the CLI; `parse` reads that back. The chat id may itself hold colons (`qq`,
-    `group:123`): only the first one separates.
-    """
-
-    platform: str
-    chat_id: str
-
-    def __str__(self) -> str:
-        return f"{self.platform}:{self.chat_id}"
-
-    @classmethod
-    def parse(cls, text: str) -> ChatKey:
-        platform, sep, chat_id = text.strip().partition(":")
-        if not sep or not platform or not chat_id:
-            raise ValueError(f"{text!r} is not a chat key: write platform:chat_id")
-        return cls(platform, chat_id)
-
-
-def person_key(platform: str, user_id: str) -> str:
-    """Which person: `platform:user_id`, the one spelling of a person as ChatKey is of a
-    chat (access lists and admins, memory and quotas, a reminder's owner, a job's asker)."""
-    return f"{platform}:{user_id}"
-
-
-class InChat:
-    """A record that belongs to one chat: its `platform` and `chat_id` name it."""
-
-    platform: str
-    chat_id: str
-
-    @property
-    def chat_key(self) -> ChatKey:
-        return ChatKey(self.platform, self.chat_id)
-
-
-@dataclass(frozen=True)
-class WorkOrigin(InChat):
-    """Work that outlives a turn (a reminder, a job) and where it was asked for: its kind,
-    the chat, and, by name only, the thread and the message that asked (in a group the
-    answer quotes it). Drafts and stored records of every kind share these fields."""
-
-    kind: str
-    platform: str
-    chat_id: str
-    chat_type: str  # "private" | "group"
-    _: KW_ONLY
-    thread_id: str | None = None
-    origin_message_id: str | None = None
-
-    def origin_columns(self) -> dict[str, Any]:
-        """These fields by name: a store writes them to the row's columns of those names."""
-        return {f.name: getattr(self, f.name) for f in fields(WorkOrigin)}
 
 
 @dataclass(frozen=True)
@@ -108,27 +53,8 @@ class Turn:
     created_at: datetime
 
 
-@dataclass(frozen=True)
-class MemoryItem:
-    id: int
-    platform: str
-    user_id: str
-    content: str
-    author: str  # "platform:id" of whoever wrote it (the user, an admin, or "model")
-    created_at: datetime
-
-
 # The meta key of a `summary` turn naming the id of the last turn it covers.
 SUMMARY_THROUGH = "through_id"
-
-
-@dataclass(frozen=True)
-class NewMemory:
-    """A memory about to be stored; an import keeps the author and time it was exported with."""
-
-    content: str
-    author: str  # "platform:id" of whoever wrote it, "model", "cli" or "import"
-    created_at: datetime | None = None  # None: now
 
 
 @dataclass(frozen=True)
@@ -164,28 +90,7 @@ class TurnStore(Protocol):
         """Hold one chat's turn order across daemon replicas (a no-op on SQLite)."""
 
 
-class MemoryStore(Protocol):
-    """Rows of long-term memory; the rules about them live in memory.service.MemoryService."""
-
-    async def add_memory(
-        self, platform: str, user_id: str, content: str, author: str
-    ) -> MemoryItem | None:
-        """Add one memory; None when the same text is already stored for that user."""
-
-    async def add_memories(
-        self, platform: str, user_id: str, memories: Sequence[NewMemory]
-    ) -> list[MemoryItem]:
-        """Add several in one transaction (all or nothing); returns the ones not stored before."""
-
-    async def list_memories(self, platform: str, user_id: str) -> list[MemoryItem]:
-        """Newest first."""
-
-    async def delete_memory(self, platform: str, user_id: str, memory_id: int) -> bool: ...
-
-    async def clear_memories(self, platform: str, user_id: str) -> int: ...
-
-
-# -- durable intake (memory/intake.py) --
+# -- durable intake (memory/turns/intake.py) --
 
 TurnState = Literal["pending", "answered", "delivered", "failed", "expired"]
 
@@ -236,35 +141,56 @@ class IntakeStats:
     oldest_pending: datetime | None
 
 
-# A usage counter row's key (memory/usage.py sums per key and day).
-USAGE_KEY = ("day", "platform", "chat_id", "user_id", "model", "purpose")
+class Intake(Protocol):
+    """The durable intake (memory.turns.intake.IntakeStore)."""
+
+    async def accept(self, draft: IntakeDraft) -> IntakeEntry | None: ...
+
+    async def get(self, entry_id: int) -> IntakeEntry | None: ...
+
+    async def by_message(
+        self, platform: str, chat_id: str, platform_message_id: str
+    ) -> IntakeEntry | None: ...
+
+    async def move(
+        self,
+        entry_id: int,
+        state: TurnState,
+        *,
+        expected: Sequence[TurnState],
+        delivery: dict[str, Any] | None = None,
+    ) -> bool: ...
+
+    async def note_delivery(self, entry_id: int, delivery: dict[str, Any]) -> bool: ...
 
 
-@dataclass(frozen=True)
-class UsageDelta:
-    """What some model calls cost, to be added to the day's row of its key."""
-
-    day: date  # UTC
-    platform: str
-    chat_id: str
-    user_id: str
-    model: str
-    purpose: str  # one of memory.models.USAGE_PURPOSES
-    prompt_tokens: int
-    completion_tokens: int
-    calls: int = 1
-    estimated_calls: int = 0  # of `calls`, how many were counted by us (no API usage)
-    cached_tokens: int = 0  # of prompt_tokens, what the provider said it served from cache
+class Store(TurnStore, MemoryStore, Protocol):
+    """Both halves of storage, the intake, one read of a turn's material, the two
+    intake moves that must share a transaction with turns, and a chat lock recovery can
+    try without waiting."""
 
     @property
-    def key(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in USAGE_KEY)
+    def intake(self) -> Intake: ...
 
+    async def turn_material(
+        self, platform: str, chat_id: str, sender_id: str, limit: int, before_id: int | None
+    ) -> TurnMaterial: ...
 
-@dataclass(frozen=True)
-class DaySpend:
-    """One day's tokens of a user, of a chat and of everyone (what quotas compare)."""
+    async def turn_content(self, turn_id: int) -> Turn | None: ...
 
-    user: int = 0
-    chat: int = 0
-    everyone: int = 0
+    async def claim(self, entry_id: int) -> bool:
+        """Count one more attempt at a pending message; False when it is not pending."""
+
+    async def settle(
+        self,
+        entry_id: int,
+        turns: list[NewTurn],
+        state: TurnState,
+        *,
+        merged: Sequence[int] = (),
+    ) -> bool:
+        """Store `turns` and move the row out of `pending` in one transaction; False (and
+        nothing stored) when it was no longer pending. `merged`: a burst's earlier rows,
+        settled in the same transaction by the same reply (their user turns first)."""
+
+    def try_chat_lock(self, platform: str, chat_id: str) -> AbstractAsyncContextManager[bool]: ...

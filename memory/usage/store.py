@@ -9,60 +9,20 @@ messages there were, and every replica adds to the same counters with a single
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import date, timedelta
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import ColumnElement, and_, case, func, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from memory.migrate import Database
-from memory.models import USAGE_PURPOSES, UsageRow
-from memory.rows import NAME_LEN, check_key
-from memory.types import USAGE_KEY as _KEY
-from memory.types import DaySpend, UsageDelta  # store types, kept free of SQLAlchemy
+from memory.db.migrate import Database
+from memory.db.rows import NAME_LEN, check_key
+from memory.usage.models import USAGE_PURPOSES, UsageRow
+from memory.usage.types import USAGE_KEY as _KEY
+from memory.usage.types import DaySpend, GroupBy, UsageDelta, UsageGroup, UsageScope, UsageTotals
 
-GroupBy = Literal["user", "chat", "model", "purpose", "day"]
-GROUP_BY: tuple[GroupBy, ...] = ("day", "user", "chat", "model", "purpose")
 _COUNTS = ("prompt_tokens", "completion_tokens", "calls", "estimated_calls", "cached_tokens")
-
-
-@dataclass(frozen=True)
-class UsageTotals:
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    calls: int = 0
-    estimated_calls: int = 0
-    cached_tokens: int = 0  # of prompt_tokens, served from the provider's prompt cache
-
-    @property
-    def tokens(self) -> int:
-        """What quotas and `/usage` count: prompt plus completion tokens."""
-        return self.prompt_tokens + self.completion_tokens
-
-    @property
-    def hit_rate(self) -> float:
-        """The share of prompt tokens the provider billed as cache hits (0.0 with none)."""
-        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
-
-
-@dataclass(frozen=True)
-class UsageScope:
-    """Which rows a read covers: everything, one user, one chat (ids need a platform)."""
-
-    platform: str | None = None
-    user_id: str | None = None
-    chat_id: str | None = None
-    purpose: str | None = None  # one purpose's rows only ("image": the pictures drawn)
-
-
-@dataclass(frozen=True)
-class UsageGroup:
-    """One line of a grouped listing: `platform:id` (user, chat), a model, a purpose or an
-    ISO day."""
-
-    key: str
-    totals: UsageTotals
 
 
 def check_delta(delta: UsageDelta) -> None:
@@ -240,15 +200,4 @@ def _group_key(by: GroupBy, values: Sequence[Any]) -> str:
     return str(values[0])
 
 
-__all__ = [
-    "GROUP_BY",
-    "DaySpend",
-    "GroupBy",
-    "UsageDelta",
-    "UsageGroup",
-    "UsageScope",
-    "UsageStore",
-    "UsageTotals",
-    "check_delta",
-    "merge",
-]
+__all__ = ["UsageStore", "check_delta", "merge"]

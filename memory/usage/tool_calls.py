@@ -7,8 +7,8 @@ from datetime import datetime
 
 from sqlalchemy import insert, select
 
-from memory.migrate import Database
-from memory.models import ToolCallRow
+from memory.db.migrate import Database
+from memory.usage.models import ToolCallRow
 
 
 @dataclass(frozen=True)
