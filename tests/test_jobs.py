@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from core.clock import utc_now
+from core.jobs.asking import refused_line
 from core.jobs.runner import JobContext, JobOutcome, JobRunner
 from core.messages import DeliveryError, OutboundMessage, Sent
 from memory.jobs.types import Job, JobDraft, JobRefused
@@ -209,8 +210,11 @@ async def test_a_runner_stopping_lets_its_jobs_go_at_no_cost(storage: SqlStorage
 async def test_pending_jobs_per_person_are_bounded(storage: SqlStorage) -> None:
     for _ in range(2):
         await storage.jobs.add(draft(to=1), max_pending_per_user=2)
-    with pytest.raises(JobRefused, match=r"\[jobs\] max_per_user"):
+    with pytest.raises(JobRefused) as refused:
         await storage.jobs.add(draft(to=1), max_pending_per_user=2)
+    assert (refused.value.pending, refused.value.limit) == (2, 2)
+    line = refused_line(refused.value)  # the words are the core's, built from those facts
+    assert "2 jobs waiting or running ([jobs] max_per_user)" in line
     listed = await storage.jobs.listing("telegram", "-100", requester_id="7")
     assert len(listed) == 2 and all(j.state == "queued" for j in listed)
     assert utc_now() - listed[0].created_at < timedelta(minutes=5)

@@ -40,6 +40,14 @@ def asker_in(kind: type[Asker], ctx: ToolContext, **what: Any) -> Asker:
     )
 
 
+def refused_line(refused: JobRefused) -> str:
+    """Why a person's job was not taken, in words for them (no final stop)."""
+    return (
+        f"you already have {refused.limit} jobs waiting or running "
+        "([jobs] max_per_user); wait for one to finish"
+    )
+
+
 @dataclass(frozen=True)
 class Asked:
     """A desk's answer to an asker: the line for the chat, and the job when one was made."""
@@ -92,5 +100,5 @@ class JobDesk:
         try:
             job = await self._jobs.add(draft, max_pending_per_user=self._rules.max_pending_per_user)
         except JobRefused as exc:
-            return Asked(f"{no}: {exc}.")
+            return Asked(f"{no}: {refused_line(exc)}.")
         return Asked(line(job.id), job.id)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core.jobs.asking import refused_line
 from core.jobs.runner import NO_CHAT, JobContext, JobHandler, JobOutcome
 from core.knowledge.chunking import Page
 from core.knowledge.intake import AddRequest, KnowledgeIntake
@@ -106,7 +107,7 @@ class JobIntake:
         try:
             job = await self.submit(request)
         except JobRefused as exc:
-            return f"📚 {short(request.source)} not added: {exc}"
+            return f"📚 {short(request.source)} not added: {refused_line(exc)}"
         return (
             f"📚 adding {short(request.source)} (job #{job.id}); I will say when it is searchable."
         )

@@ -63,11 +63,10 @@ class JobStore:
         )
 
         def write(conn: Connection) -> int:
-            if max_pending_per_user and conn.execute(pending).scalar_one() >= max_pending_per_user:
-                raise JobRefused(
-                    f"you already have {max_pending_per_user} jobs waiting or running "
-                    "([jobs] max_per_user); wait for one to finish"
-                )
+            if max_pending_per_user:
+                waiting = int(conn.execute(pending).scalar_one())
+                if waiting >= max_pending_per_user:
+                    raise JobRefused(waiting, max_pending_per_user)
             return int(
                 conn.execute(insert(JobRow).values(**values).returning(JobRow.id)).scalar_one()
             )

@@ -19,7 +19,14 @@ FINISHED = ("done", "failed", "cancelled")
 
 
 class JobRefused(ValueError):
-    """A job that is not stored; str() is one line safe to show the person."""
+    """A job that was not stored: its requester already has `pending` jobs queued or
+    running, and `limit` is the most one person may have. Facts only: what the person
+    is told is the core's (core/jobs/asking.py)."""
+
+    def __init__(self, pending: int, limit: int) -> None:
+        super().__init__(f"requester has {pending} jobs queued or running (limit {limit})")
+        self.pending = pending
+        self.limit = limit
 
 
 @dataclass(frozen=True)

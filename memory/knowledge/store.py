@@ -29,8 +29,8 @@ from memory.knowledge.types import (
     ChunkDraft,
     DocumentDraft,
     DocumentInfo,
-    KnowledgeRefused,
     StoredChunk,
+    TooManyDocuments,
 )
 
 T = TypeVar("T")
@@ -95,7 +95,7 @@ class KnowledgeStore:
 
     async def begin(self, draft: DocumentDraft, *, max_documents: int) -> tuple[DocumentInfo, bool]:
         """Accept a document as `indexing`: (its row, True); (the existing row, False)
-        when the same content is already in the scope. KnowledgeRefused over the limit."""
+        when the same content is already in the scope. TooManyDocuments over the limit."""
         check_scope(draft.scope)
         same = select(*_DOC_COLUMNS).where(
             KnowledgeDocumentRow.scope == draft.scope,
@@ -114,10 +114,7 @@ class KnowledgeStore:
                 gone = delete(KnowledgeDocumentRow).where(KnowledgeDocumentRow.id == found.id)
                 conn.execute(gone)
             if conn.execute(count).scalar_one() >= max_documents:
-                raise KnowledgeRefused(
-                    f"this chat already has {max_documents} documents, the most it may have "
-                    "([knowledge] max_documents); remove one first"
-                )
+                raise TooManyDocuments(max_documents)
             new = conn.execute(
                 insert(KnowledgeDocumentRow)
                 .values(

@@ -13,6 +13,15 @@ class KnowledgeRefused(ValueError):
     """Refused before anything was stored; str(exc) is one line naming the limit."""
 
 
+class TooManyDocuments(ValueError):
+    """A document the store did not accept: its scope already holds `limit` documents,
+    the most it may. Facts only: the words are the core's (core/knowledge/service.py)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the scope already holds {limit} documents (the limit)")
+        self.limit = limit
+
+
 @dataclass(frozen=True)
 class DocumentDraft:
     scope: str

@@ -21,9 +21,9 @@ from memory.db.migrate import Database
 from memory.db.records import Records
 from memory.db.rows import NAME_LEN, check_key, clean_text, utcnow
 from memory.reminders.models import ReminderRow, ReminderRunRow
-from memory.reminders.types import Reminder, ReminderDraft, ReminderRefused, Run
+from memory.reminders.types import Reminder, ReminderDraft, ReminderOverLimit, Run
 
-__all__ = ["Reminder", "ReminderDraft", "ReminderRefused", "ReminderStore", "Run"]
+__all__ = ["Reminder", "ReminderDraft", "ReminderOverLimit", "ReminderStore", "Run"]
 
 TEXT_MAX_CHARS = 1000
 
@@ -39,14 +39,14 @@ class ReminderStore:
         self._db = database
 
     async def add(self, draft: ReminderDraft, *, max_per_user: int, max_per_chat: int) -> Reminder:
-        """Store an active reminder; ReminderRefused (nothing stored) over a limit."""
+        """Store an active reminder; ReminderOverLimit (nothing stored) over a limit."""
         check_key("reminder chat", draft.platform, draft.chat_id)
         check_key("reminder owner", draft.platform, draft.owner_id)
         text = clean_text(draft.text.strip())
         if not text:
-            raise ReminderRefused("the reminder needs a text after the time")
+            raise ValueError("reminder: the text is empty")
         if len(text) > TEXT_MAX_CHARS:
-            raise ReminderRefused(f"the text is too long: at most {TEXT_MAX_CHARS} characters")
+            raise ReminderOverLimit("text", TEXT_MAX_CHARS)
         now = utcnow()
         values = {
             **draft.origin_columns(),
@@ -71,15 +71,9 @@ class ReminderStore:
 
         def write(conn: Connection) -> int:
             if conn.execute(mine).scalar_one() >= max_per_user:
-                raise ReminderRefused(
-                    f"you have {max_per_user} active reminders, the most one person may have "
-                    "([reminders] max_per_user); cancel one first"
-                )
+                raise ReminderOverLimit("person", max_per_user)
             if conn.execute(here).scalar_one() >= max_per_chat:
-                raise ReminderRefused(
-                    f"this chat has {max_per_chat} active reminders, the most a chat may have "
-                    "([reminders] max_per_chat); cancel one first"
-                )
+                raise ReminderOverLimit("chat", max_per_chat)
             found = conn.execute(insert(ReminderRow).values(**values).returning(ReminderRow.id))
             return int(found.scalar_one())
 
@@ -245,7 +239,7 @@ __all__ = [
     "TEXT_MAX_CHARS",
     "Reminder",
     "ReminderDraft",
-    "ReminderRefused",
+    "ReminderOverLimit",
     "ReminderStore",
     "Run",
 ]

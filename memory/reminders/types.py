@@ -8,12 +8,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 from memory.chats.types import WorkOrigin, person_key
 
 
 class ReminderRefused(ValueError):
-    """A reminder that is not stored; str() is one line safe to show the person."""
+    """A reminder the core would not set; str() is one line safe to show the person."""
+
+
+class ReminderOverLimit(ValueError):
+    """A reminder the store did not write: over the limit `what` names (the text's length,
+    one person's or one chat's active reminders), whose most is `limit`. Facts only: what
+    the person is told is the core's (core/reminders/service.py)."""
+
+    def __init__(self, what: Literal["text", "person", "chat"], limit: int) -> None:
+        super().__init__(f"reminder over the {what} limit ({limit})")
+        self.what = what
+        self.limit = limit
 
 
 @dataclass(frozen=True)
