@@ -78,7 +78,7 @@ def shares(requests: list[list[dict[str, Any]]]) -> tuple[list[float], list[floa
 async def measure() -> dict[str, Any]:
     """Both scenarios with whatever `bot`, `core` and `tests` are first on the path."""
     from bot.wiring.app import Seams
-    from memory.store import open_storage
+    from memory.turns.store import open_storage
     from tests.fakes.openai_server import FakeOpenAI, echo_last_user
     from tests.rig import msg, settings_for, turn_path
 

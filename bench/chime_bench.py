@@ -31,7 +31,7 @@ from core.messages import ChatType, InboundMessage, OutboundMessage  # noqa: E40
 from core.text.tokens import get_counter  # noqa: E402
 from core.turn.chime import DEFAULT_GAP_S, ChimeLevel, ChimeWindows  # noqa: E402
 from core.turn.chiming import SILENT, ChimeIn  # noqa: E402
-from memory.store import open_storage  # noqa: E402
+from memory.turns.store import open_storage  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
 
 SECTION = "chime-bench"

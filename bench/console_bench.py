@@ -1,6 +1,6 @@
 """The console's chat list at 100,000 chats: keyset pages over the 0006 columns.
 
-Candidates (memory.browse.Browse, what the console runs): the first page, a page 50,000
+Candidates (memory.console.browse.Browse, what the console runs): the first page, a page 50,000
 chats deep, and two searches. References, in the same process on the same SQLite file:
 - *aggregate*: the first page the way it would be read without migration 0006, by
   grouping `turns` per chat (last activity = newest turn, turns = count);
@@ -29,10 +29,12 @@ sys.path.insert(0, str(ROOT))
 from sqlalchemy import Connection, func, insert, select, text  # noqa: E402
 
 from bench.results import cpu_model, load_average, write_section  # noqa: E402
-from memory.browse import Browse, _chat_cursor  # noqa: E402
-from memory.models import Chat, TurnRow, UsageRow, User  # noqa: E402
-from memory.store import SqlStorage, open_storage  # noqa: E402
-from memory.types import NewTurn  # noqa: E402
+from memory.chats.models import Chat, User  # noqa: E402
+from memory.console.browse import Browse, _chat_cursor  # noqa: E402
+from memory.turns.models import TurnRow  # noqa: E402
+from memory.turns.store import SqlStorage, open_storage  # noqa: E402
+from memory.turns.types import NewTurn  # noqa: E402
+from memory.usage.models import UsageRow  # noqa: E402
 
 SECTION = "console-bench"
 PAGE = 50
@@ -199,7 +201,7 @@ async def run(chats: int, runs: int, pairs: int, seed: int) -> str:
 
 
 async def _reopen(url: str) -> Any:
-    from memory.migrate import Database, parse_url
+    from memory.db.migrate import Database, parse_url
 
     return Database(parse_url(url))
 

@@ -4,7 +4,7 @@ What is measured (see bench/RESULTS.md, section "Context engine"):
 
 - ours, incremental: the daemon's steady state. One `ContextBuilder` kept across turns
   (system prompt token counts cached), history passed as stored turns
-  (`memory.types.Turn`, each with its stored `token_count`), and per build only new
+  (`memory.turns.types.Turn`, each with its stored `token_count`), and per build only new
   material tokenized: a fresh ~3k-token search result (four variants, rotated, so it is
   never the one cached from the previous build) and the current message.
 - ours, cold: a fresh `ContextBuilder` (nothing cached, workspace files read from disk)
@@ -70,7 +70,8 @@ from core.text.tokens import (  # noqa: E402
     get_counter,
     message_tokens,
 )
-from memory.types import MemoryItem, Turn  # noqa: E402
+from memory.memories.types import MemoryItem  # noqa: E402
+from memory.turns.types import Turn  # noqa: E402
 
 SEED = 20250302
 SIZES = (100, 1_000, 10_000, 100_000)

@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.results import cpu_model, load_average, write_section  # noqa: E402
-from memory.store import SqlStorage, open_storage  # noqa: E402
-from memory.types import IntakeDraft, NewTurn  # noqa: E402
+from memory.turns.store import SqlStorage, open_storage  # noqa: E402
+from memory.turns.types import IntakeDraft, NewTurn  # noqa: E402
 
 SECTION = "intake-bench"
 

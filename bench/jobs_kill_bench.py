@@ -33,8 +33,8 @@ from sqlalchemy.ext.asyncio import create_async_engine  # noqa: E402
 from sqlalchemy.pool import NullPool  # noqa: E402
 
 from bench.results import cpu_model, load_average, write_section  # noqa: E402
-from memory.jobs import JobStore  # noqa: E402
-from memory.migrate import Database, parse_url  # noqa: E402
+from memory.db.migrate import Database, parse_url  # noqa: E402
+from memory.jobs.store import JobStore  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, content_text  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegram, entity, private_chat, user  # noqa: E402
 from tests.faults.daemon import Daemon, daemon_env, free_port  # noqa: E402

@@ -48,8 +48,9 @@ from core.knowledge.service import KnowledgeBase, Scope  # noqa: E402
 from core.knowledge.settings import KnowledgeSettings  # noqa: E402
 from core.knowledge.vectors import VectorIndex  # noqa: E402
 from core.media.documents import pdf_pages  # noqa: E402
-from memory.knowledge import ChunkDraft, DocumentDraft, KnowledgeStore  # noqa: E402
-from memory.store import open_storage  # noqa: E402
+from memory.knowledge.store import KnowledgeStore  # noqa: E402
+from memory.knowledge.types import ChunkDraft, DocumentDraft  # noqa: E402
+from memory.turns.store import open_storage  # noqa: E402
 from tests.fakes.files import make_pdf  # noqa: E402
 
 SECTION = "knowledge-bench"
@@ -334,10 +335,10 @@ def children_rss():
         except (OSError, ValueError, IndexError, TypeError):
             pass
     return total
-import core.turn.processor, memory.store
+import core.turn.processor, memory.turns.store
 print(f"base {{rss():.1f}}")
-from memory.store import open_storage
-from memory.knowledge import KnowledgeStore
+from memory.turns.store import open_storage
+from memory.knowledge.store import KnowledgeStore
 from core.knowledge.service import KnowledgeBase, Scope
 from core.knowledge.settings import KnowledgeSettings
 from core.knowledge.embedders import LocalEmbedder

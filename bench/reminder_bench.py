@@ -23,8 +23,8 @@ from bench.results import cpu_model, load_average, write_section  # noqa: E402
 from core.messages import OutboundMessage, Sent  # noqa: E402
 from core.reminders.scheduler import Scheduler  # noqa: E402
 from core.turn.delivery import ChannelRoutes, Outbox  # noqa: E402
-from memory.reminders import Reminder, ReminderDraft  # noqa: E402
-from memory.store import open_storage  # noqa: E402
+from memory.reminders.types import Reminder, ReminderDraft  # noqa: E402
+from memory.turns.store import open_storage  # noqa: E402
 
 SECTION = "reminder-bench"
 START = datetime(2026, 3, 28, 10, 0, tzinfo=UTC)

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.results import cpu_model, load_average, write_section  # noqa: E402
-from memory.store import open_storage  # noqa: E402
+from memory.turns.store import open_storage  # noqa: E402
 
 MODEL = "fake-model"
 # Targets (from the issue).

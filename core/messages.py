@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
-from memory.types import InChat, person_key
+from memory.chats.types import InChat, person_key
 
 # The message id of a scheduled task's turn (core/reminders/scheduler.py): no platform
 # message has it, so its answer quotes nothing.

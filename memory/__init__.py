@@ -1,16 +1,21 @@
-"""Storage for chatterd: chat history and long-term memory (SQLite or PostgreSQL).
+"""Storage for chatterd: chat history, long-term memory and operator state (SQLite or
+PostgreSQL), one subpackage per domain, each with its models, types and store:
 
-- memory.types: the data types and Protocols core depends on (no SQLAlchemy there);
-- memory.service: `MemoryService`, the rules of long-term memory (limits, numbering,
-  duplicates, JSON Lines, audit log) for /memory, the memory tools and the CLI
-  (no SQLAlchemy there either);
-- memory.store: `open_storage(url)` -> `SqlStorage`, implementing both Protocols (the
-  turn half), over memory.memories (the memory half) and memory.ids (the user and chat
-  row ids both halves share);
-- memory.migrate: engines, the `Database` runner, and `upgrade(url)` for migrations;
-- memory.models, memory.work_models, memory.knowledge_models: the ORM models, one module
-  per table family, gathered in memory.schema; memory.rows: what fits in a row (lengths,
-  the UTC type, the checks run before any write).
+- turns: the conversation and the durable intake; `open_storage(url)` -> `SqlStorage`
+  (turns/store.py), which implements the turn path's Protocols (turns/types.py);
+- chats: chats and people, the keys that name them (ChatKey, person_key), per-chat
+  settings, who owns a named chat, and the cached row ids turns and memories share;
+- memories: long-term memory's rows and the rules for them (`MemoryService`);
+- usage: token usage per day and key, and MCP tool call records;
+- jobs, reminders, knowledge: work that outlives a turn, and the knowledge base;
+- console: the operator console's reads (pages of chats and people, recent activity);
+- db: what every domain stands on: the declarative Base, what fits in a row, the
+  `Database` runner and `upgrade(url)`, the connection budget.
 
-This file imports nothing, so importing memory.types or memory.service stays light.
+A domain's types.py holds its plain records and Protocols (no SQLAlchemy), so core
+imports them without loading a store; schema.py gathers every domain's tables for
+Alembic (migrations/) and the schema test. Storage raises refusals as facts (a limit and
+a count); the sentences a person reads are the core's.
+
+This file imports nothing, so importing one domain's types stays light.
 """

@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
 from core.llm import OpenAIProvider
-from memory.store import SqlStorage, open_storage
+from memory.turns.store import SqlStorage, open_storage
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 

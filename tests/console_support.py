@@ -15,8 +15,8 @@ from sqlalchemy import insert
 from bot.config import Settings
 from bot.wiring.app import App
 from channels.http.channel import HttpChannel
-from memory.models import UsageRow
-from memory.store import SqlStorage
+from memory.turns.store import SqlStorage
+from memory.usage.models import UsageRow
 from tests.fakes.openai_server import FakeOpenAI
 from tests.rig import daemon, settings_for
 

@@ -14,8 +14,8 @@ from core.knowledge.service import KnowledgeBase
 from core.knowledge.settings import KnowledgeSettings
 from core.media.sandbox import ParseSandbox
 from core.messages import OutboundMessage, Sent
-from memory.knowledge import KnowledgeStore
-from memory.store import SqlStorage
+from memory.knowledge.store import KnowledgeStore
+from memory.turns.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI
 
 

@@ -26,7 +26,7 @@ from core.tools.search import SearchBackend
 from core.turn.gate import Gate
 from core.turn.processor import MessageProcessor
 from core.turn.reading import ImageReader
-from memory.store import SqlStorage
+from memory.turns.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI, echo_last_user
 
 ADMIN = "telegram:1000"

@@ -21,10 +21,10 @@ from core.turn.delivery import Outbox
 from core.turn.gate import Gate
 from core.turn.processor import MessageProcessor
 from core.turn.triggers import TriggerPolicy, is_command
-from memory.chat_settings import ChatSettings
-from memory.chat_settings_cache import CachedChatSettings
-from memory.store import SqlStorage
-from memory.types import ChatKey
+from memory.chats.settings import ChatSettings
+from memory.chats.settings_cache import CachedChatSettings
+from memory.chats.types import ChatKey
+from memory.turns.store import SqlStorage
 from tests.fakes.manual_clock import ManualTicker
 
 ADMIN = "qq:1"

@@ -24,7 +24,7 @@ import pytest
 from bot.config import Settings
 from channels.http.channel import HttpChannel
 from channels.onebot.channel import OneBotChannel
-from memory.store import SqlStorage
+from memory.turns.store import SqlStorage
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, content_text, echo_last_user
 from tests.fakes.telegram_server import FakeTelegram, group_chat, private_chat, user

@@ -19,7 +19,7 @@ from core.admins import Admins, Someone
 from core.jobs.asking import AskRules
 from core.tools.mcp.config import McpConfig
 from core.tools.registry import ToolContext
-from memory.store import SqlStorage
+from memory.turns.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI
 from tests.rig import Rig, build_rig, msg
 

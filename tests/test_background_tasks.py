@@ -23,8 +23,8 @@ from channels.onebot.channel import OneBotChannel
 from core.admins import Admins
 from core.background.desk import TaskDesk, TaskRequest, TaskRules
 from core.tools.search import SearchResult
-from memory.store import SqlStorage
-from memory.usage import UsageScope
+from memory.turns.store import SqlStorage
+from memory.usage.types import UsageScope
 from tests.fakes.onebot_impl import FakeOneBot
 from tests.fakes.openai_server import FakeOpenAI, FakeReply, content_text
 from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, private_chat, user

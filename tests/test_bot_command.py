@@ -13,9 +13,9 @@ from bot.commands.table import Commands
 from core.admins import Admins
 from core.messages import ChatType, InboundMessage
 from core.turn.access import AccessRules
-from memory.chat_settings import PERSONA_MAX_CHARS, WAKE_WORDS_MAX
-from memory.chat_settings_cache import CachedChatSettings
-from memory.store import SqlStorage
+from memory.chats.settings import PERSONA_MAX_CHARS, WAKE_WORDS_MAX
+from memory.chats.settings_cache import CachedChatSettings
+from memory.turns.store import SqlStorage
 
 ADMIN_ID = "1"
 GROUP_ID = "group:7"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from core.messages import ChatType, ImageRef, InboundMessage
 from core.turn.reading import first_images
-from memory.store import SqlStorage
+from memory.turns.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.rig import daemon, settings_for

@@ -22,8 +22,8 @@ from bot.wiring.app import App
 from channels.onebot.channel import OneBotChannel
 from core.messages import ChatType
 from core.turn.bursts import BurstOptions, BurstWindow, in_arrival_order, leading_burst
-from memory.store import SqlStorage
-from memory.types import IntakeDraft, IntakeEntry
+from memory.turns.store import SqlStorage
+from memory.turns.types import IntakeDraft, IntakeEntry
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, last_user_text
 from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, private_chat, user

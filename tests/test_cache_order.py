@@ -24,8 +24,8 @@ from core.context import ContextBuilder
 from core.context.parts import memory_component, session_component
 from core.messages import InboundMessage, OutboundMessage
 from core.text.tokens import count_messages, get_counter
-from memory.store import SqlStorage
-from memory.usage import UsageScope
+from memory.turns.store import SqlStorage
+from memory.usage.types import UsageScope
 from tests.fakes.manual_clock import ManualWallClock
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, echo_last_user
 from tests.rig import Waiting, msg, settings_for, turn_path

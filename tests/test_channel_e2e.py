@@ -27,7 +27,7 @@ from channels.http.channel import HttpChannel
 from channels.onebot.channel import OneBotChannel
 from core.turn.gate import UNREADABLE_NOTICE
 from core.turn.ratelimit import RATE_NOTICE
-from memory.store import SqlStorage
+from memory.turns.store import SqlStorage
 from tests.fakes.files import make_png
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot, MediaServer
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, content_text, last_user_text

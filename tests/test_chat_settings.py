@@ -1,4 +1,4 @@
-"""memory.chat_settings: per-chat settings on SQLite and PostgreSQL (the `storage` fixture).
+"""memory.chats.settings: per-chat settings on SQLite and PostgreSQL (the `storage` fixture).
 
 What the `/bot` commands and the console rely on: defaults without a row, partial
 updates that keep the rest, a reset that keeps access, checks with clear refusals and
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from memory.chat_settings import (
+from memory.chats.settings import (
     PERSONA_MAX_CHARS,
     WAKE_WORD_MAX_CHARS,
     WAKE_WORDS_MAX,
@@ -20,7 +20,7 @@ from memory.chat_settings import (
     ChatSettings,
     ChatSettingsError,
 )
-from memory.store import SqlStorage, open_storage
+from memory.turns.store import SqlStorage, open_storage
 
 GROUP = ("telegram", "-100500")
 ADMIN = "telegram:1"

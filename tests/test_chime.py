@@ -23,8 +23,9 @@ from channels.onebot.channel import OneBotChannel
 from core.messages import ChatType, InboundMessage
 from core.turn.chime import ChimeWindows
 from core.turn.chiming import SILENT, ChimeIn, ChimeSeams, chime_text
-from memory.store import SqlStorage
-from memory.types import ChatKey, Turn
+from memory.chats.types import ChatKey
+from memory.turns.store import SqlStorage
+from memory.turns.types import Turn
 from tests.fakes.manual_clock import ManualWallClock
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, echo_last_user

@@ -12,8 +12,8 @@ import pytest
 from bot.cli.main import main
 from bot.commands.table import Commands
 from core.admins import Admins
-from memory.service import MemoryService
-from memory.store import open_storage
+from memory.memories.service import MemoryService
+from memory.turns.store import open_storage
 from tests.fakes.openai_server import FakeOpenAI, echo_last_user
 from tests.rig import msg
 
@@ -284,9 +284,9 @@ def test_every_subcommand_help_shows_the_global_options(
 
 
 async def test_turns_list_shows_accepted_messages_by_state(tmp_path: Path) -> None:
-    from memory.intake import IntakeStore
-    from memory.migrate import Database, parse_url
-    from memory.types import IntakeDraft
+    from memory.db.migrate import Database, parse_url
+    from memory.turns.intake import IntakeStore
+    from memory.turns.types import IntakeDraft
 
     async with FakeOpenAI() as fake:
         env = env_for(tmp_path, fake)

@@ -12,9 +12,9 @@ from bot.commands.table import Commands, parse_command
 from core.messages import Reply
 from core.tools.memory import remember_tool
 from core.tools.registry import ToolContext
-from memory.service import MAX_PER_USER
-from memory.store import SqlStorage
-from memory.types import NewMemory
+from memory.memories.service import MAX_PER_USER
+from memory.memories.types import NewMemory
+from memory.turns.store import SqlStorage
 from tests.rig import ADMIN, Rig, build_rig, msg
 
 ADMIN_ID = ADMIN.split(":", 1)[1]

@@ -22,8 +22,8 @@ from core.context.compaction import (
 from core.context.report import format_report
 from core.llm import OpenAIProvider
 from core.text.tokens import get_counter
-from memory.store import SqlStorage
-from memory.types import NewTurn, Turn
+from memory.turns.store import SqlStorage
+from memory.turns.types import NewTurn, Turn
 from tests.rig import Rig, build_rig, msg
 
 FILLER = " ".join(f"word{i}" for i in range(60))

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from memory.usage import UsageScope
+from memory.usage.types import UsageScope
 from tests.console_support import PASSWORD, add_usage, console_settings, running
 from tests.fakes.openai_server import FakeOpenAI, content_text
 from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, user

@@ -20,7 +20,7 @@ from yarl import URL
 
 from bot.console import Console
 from bot.console.auth import FAILURES_PER_ADDRESS
-from memory.types import NewTurn
+from memory.turns.types import NewTurn
 from tests.console_support import (
     ESCAPED,
     HOSTILE,
@@ -231,7 +231,7 @@ async def test_every_page_shows_hostile_names_and_messages_as_text(daemon: Runni
 async def test_memory_changes_use_the_memory_service_and_its_audit_line(
     daemon: Running, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="memory.service")
+    caplog.set_level(logging.INFO, logger="memory.memories.service")
     storage = daemon.app.storage
     assert storage is not None
     async with client() as session:
@@ -257,7 +257,7 @@ async def test_memory_changes_use_the_memory_service_and_its_audit_line(
         await post(action="add", text="two")
         assert "Forgot 2 item(s)." in await post(action="clear", confirm="yes")
     assert await storage.list_memories("http", USER) == []
-    lines = [r.getMessage() for r in caplog.records if r.name == "memory.service"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "memory.memories.service"]
     assert f"memory #{item.id} added for http:{USER} by console@127.0.0.1" in lines
     assert f"memory #{item.id} of http:{USER} forgotten by console@127.0.0.1" in lines
     assert f"2 memories of http:{USER} cleared by console@127.0.0.1" in lines

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memory.job_types import JobDraft
+from memory.jobs.types import JobDraft
 from tests.console_support import ESCAPED, HOSTILE, client, console_settings, running, sign_in
 from tests.fakes.openai_server import FakeOpenAI
 

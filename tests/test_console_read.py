@@ -17,11 +17,11 @@ from bot.console.charts import Bar, Segment, bar_chart, stacked_bar
 from bot.console.picture import picture_of, was_dropped
 from core.context import ContextBuilder
 from core.text.tokens import get_counter
-from memory.activity import Activity, first_intake_id_since
-from memory.browse import Browse, like_pattern
-from memory.migrate import Database, alembic_config, parse_url
-from memory.store import SqlStorage
-from memory.types import IntakeDraft, NewTurn
+from memory.console.activity import Activity, first_intake_id_since
+from memory.console.browse import Browse, like_pattern
+from memory.db.migrate import Database, alembic_config, parse_url
+from memory.turns.store import SqlStorage
+from memory.turns.types import IntakeDraft, NewTurn
 from tests.console_support import add_usage
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)

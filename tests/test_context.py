@@ -29,7 +29,8 @@ from core.messages import ChatType, InboundMessage
 from core.text.tokens import TokenCounter, count_messages, get_counter
 from core.workspace.files import ensure_workspace
 from core.workspace.skills import SkillsLoader
-from memory.types import MemoryItem, Turn
+from memory.memories.types import MemoryItem
+from memory.turns.types import Turn
 
 CLOCK = datetime(2025, 3, 2, 6, 5, tzinfo=UTC)  # a Sunday; 14:05 in Shanghai
 PNG = bytes.fromhex(

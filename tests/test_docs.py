@@ -35,8 +35,8 @@ from bot.commands.table import Commands
 from core.admins import Admins
 from core.messages import ChatType, InboundMessage
 from core.turn.access import AccessRules
-from memory.chat_settings_cache import CachedChatSettings
-from memory.store import SqlStorage
+from memory.chats.settings_cache import CachedChatSettings
+from memory.turns.store import SqlStorage
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -369,7 +369,7 @@ def test_source_paths_and_module_names_exist(page: Path) -> None:
 
 
 def _resolves(dotted: str) -> bool:
-    """`core.text.tokens` or `memory.types.Turn`: a module, then attributes."""
+    """`core.text.tokens` or `memory.turns.types.Turn`: a module, then attributes."""
     parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):
         try:

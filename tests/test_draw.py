@@ -27,8 +27,8 @@ from core.jobs.runner import JobOutcome, JobRunner
 from core.media.fetch import DownloadPolicy, SafeDownloader
 from core.messages import OutboundMessage, Sent
 from core.turn.delivery import NO_PICTURES_NOTE, ChannelRoutes
-from memory.job_types import JobDraft
-from memory.store import SqlStorage
+from memory.jobs.types import JobDraft
+from memory.turns.store import SqlStorage
 from tests.fakes.onebot_impl import FakeOneBot
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram, entity, group_chat, private_chat, user

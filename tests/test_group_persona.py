@@ -10,7 +10,7 @@ from typing import Any
 
 from core.context.system_prompt import persona_source
 from core.workspace.files import Workspace
-from memory.store import SqlStorage
+from memory.turns.store import SqlStorage
 from tests.fakes.onebot_impl import FakeOneBot
 from tests.fakes.openai_server import FakeOpenAI
 from tests.test_access_e2e import (

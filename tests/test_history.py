@@ -34,7 +34,7 @@ class CountingCounter:
 
 
 @dataclass
-class StoredTurn:  # the shape of memory.types.Turn that TurnHistory reads
+class StoredTurn:  # the shape of memory.turns.types.Turn that TurnHistory reads
     id: int
     role: str
     kind: str

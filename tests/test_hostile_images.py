@@ -23,7 +23,7 @@ from PIL import Image
 
 from channels.onebot.channel import OneBotChannel
 from core.media.imaging import TooManyPixels, prepare_image
-from memory.store import SqlStorage
+from memory.turns.store import SqlStorage
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot, MediaServer, eventually
 from tests.fakes.openai_server import FakeOpenAI, content_text, last_user_text
 from tests.fakes.telegram_server import FakeTelegram, private_chat, user

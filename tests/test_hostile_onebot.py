@@ -23,8 +23,8 @@ import pytest
 
 from channels.onebot.channel import OneBotChannel
 from core.turn.gate import TEXT_CUT_NOTICE
-from memory.store import SqlStorage
-from memory.types import IntakeDraft, NewTurn
+from memory.turns.store import SqlStorage
+from memory.turns.types import IntakeDraft, NewTurn
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot, sent_text
 from tests.fakes.openai_server import FakeOpenAI, content_text, last_user_text
 from tests.rig import settings_for

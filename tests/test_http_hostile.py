@@ -16,7 +16,7 @@ import pytest
 
 from channels.http.guard import KnownHosts
 from channels.http.request import scoped_message_id
-from memory.types import ChatKey
+from memory.chats.types import ChatKey
 from tests.console_support import Running, client, console_settings, running, sign_in
 from tests.fakes.openai_server import FakeOpenAI, last_user_text
 

@@ -17,10 +17,10 @@ import pytest
 from alembic import command
 from sqlalchemy import insert
 
-from memory.migrate import Database, alembic_config, parse_url
-from memory.models import ChatSettingsRow
-from memory.store import SqlStorage, open_storage
-from memory.types import NewTurn
+from memory.chats.models import ChatSettingsRow
+from memory.db.migrate import Database, alembic_config, parse_url
+from memory.turns.store import SqlStorage, open_storage
+from memory.turns.types import NewTurn
 from tests.console_support import Running, console_settings, running
 from tests.fakes.openai_server import FakeOpenAI, last_user_text
 

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memory.intake import IntakeConflict, IntakeDraft, IntakeStore, claim_in, settle_in
-from memory.migrate import Database, parse_url
-from memory.store import open_storage
+from memory.db.migrate import Database, parse_url
+from memory.turns.intake import IntakeConflict, IntakeDraft, IntakeStore, claim_in, settle_in
+from memory.turns.store import open_storage
 
 
 @pytest.fixture

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from core.clock import utc_now
+from core.jobs.asking import refused_line
 from core.jobs.runner import JobContext, JobOutcome, JobRunner
 from core.messages import DeliveryError, OutboundMessage, Sent
-from memory.job_types import Job, JobDraft, JobRefused
-from memory.store import SqlStorage
+from memory.jobs.types import Job, JobDraft, JobRefused
+from memory.turns.store import SqlStorage
 from tests.fakes.manual_clock import ManualWallClock
 
 LEASE_S = 0.3
@@ -209,8 +210,11 @@ async def test_a_runner_stopping_lets_its_jobs_go_at_no_cost(storage: SqlStorage
 async def test_pending_jobs_per_person_are_bounded(storage: SqlStorage) -> None:
     for _ in range(2):
         await storage.jobs.add(draft(to=1), max_pending_per_user=2)
-    with pytest.raises(JobRefused, match=r"\[jobs\] max_per_user"):
+    with pytest.raises(JobRefused) as refused:
         await storage.jobs.add(draft(to=1), max_pending_per_user=2)
+    assert (refused.value.pending, refused.value.limit) == (2, 2)
+    line = refused_line(refused.value)  # the words are the core's, built from those facts
+    assert "2 jobs waiting or running ([jobs] max_per_user)" in line
     listed = await storage.jobs.listing("telegram", "-100", requester_id="7")
     assert len(listed) == 2 and all(j.state == "queued" for j in listed)
     assert utc_now() - listed[0].created_at < timedelta(minutes=5)
@@ -370,7 +374,7 @@ async def test_a_claim_held_by_a_worker_known_dead_is_taken_at_once_not_after_it
 async def test_live_replicas_on_postgresql_name_this_daemon(storage: SqlStorage) -> None:
     if storage.database.dialect != "postgresql":
         pytest.skip("replicas are seen through pg_stat_activity on PostgreSQL only")
-    from memory.capacity import live_replicas
+    from memory.db.capacity import live_replicas
 
     assert storage.database.replica is None or storage.database.replica in await live_replicas(
         storage.database

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from bot.cli.main import main
-from memory.job_types import JobDraft
-from memory.store import SqlStorage
+from memory.jobs.types import JobDraft
+from memory.turns.store import SqlStorage
 from tests.rig import ADMIN, Rig, build_rig, msg
 
 ADMIN_ID = ADMIN.split(":", 1)[1]

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from core.messages import Attachment
-from memory.store import SqlStorage
+from memory.turns.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI, content_text
 from tests.rig import ADMIN, Rig, build_rig, msg
 

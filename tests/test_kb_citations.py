@@ -23,7 +23,7 @@ from core.knowledge.retrieval import note_for
 from core.knowledge.service import Hit
 from core.knowledge.tool import knowledge_tool
 from core.tools.registry import ToolContext
-from memory.store import SqlStorage
+from memory.turns.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI, content_text
 from tests.rig import Rig, build_rig
 from tests.test_kb_chat import GROUP_A, ask, command, document
@@ -206,7 +206,7 @@ async def test_a_background_task_numbers_its_knowledge_calls_once_across_steps()
     from datetime import UTC, datetime
 
     from core.background.agent import task_context
-    from memory.job_types import Job
+    from memory.jobs.types import Job
 
     async def numbered_search(platform: str, chat: str, query: str, cited: Citations) -> str:
         found = [hit(12, "Kettle")] if "kettle" in query else [hit(10, "Schedule")]

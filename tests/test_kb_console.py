@@ -17,8 +17,8 @@ from pathlib import Path
 
 import aiohttp
 
-from memory.knowledge import DocumentInfo
-from memory.knowledge_folder import KnowledgeFolderDocuments
+from memory.knowledge.folder import KnowledgeFolderDocuments
+from memory.knowledge.types import DocumentInfo
 from tests.console_support import Running, client, console_settings, running, sign_in
 from tests.fakes.files import make_pdf
 from tests.fakes.openai_server import FakeOpenAI

@@ -24,8 +24,8 @@ from core.knowledge.ingest import KIND, JobIntake, ingest_handler
 from core.knowledge.reading import SandboxReader
 from core.knowledge.service import KnowledgeBase, Scope
 from core.media.sandbox import ParseSandbox
-from memory.knowledge_folder import KnowledgeFolderDocuments
-from memory.store import SqlStorage
+from memory.knowledge.folder import KnowledgeFolderDocuments
+from memory.turns.store import SqlStorage
 from tests.fakes.files import make_docx, make_pdf
 from tests.fakes.openai_server import FakeOpenAI
 from tests.kb_support import Chat, knowledge, opened, parse_sandbox, run_all

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from memory.job_types import Job
+from memory.jobs.types import Job
 from tests.console_support import Running, client, console_settings, running, sign_in
 from tests.fakes.openai_server import FakeOpenAI, content_text
 from tests.fakes.page_server import ARTICLE_SENTENCE, PageServer

@@ -24,8 +24,8 @@ from core.knowledge.reading import SandboxReader
 from core.knowledge.service import KnowledgeBase, Scope
 from core.media.documents import Page
 from core.media.sandbox import ParseSandbox
-from memory.knowledge import KnowledgeStore
-from memory.store import SqlStorage
+from memory.knowledge.store import KnowledgeStore
+from memory.turns.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI
 from tests.kb_support import Chat, knowledge, opened, parse_sandbox, run_all, settings
 

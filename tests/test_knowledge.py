@@ -18,8 +18,9 @@ from core.knowledge.render import render_for_context
 from core.knowledge.service import KnowledgeBase, KnowledgeRefused, Scope
 from core.knowledge.settings import KnowledgeSettings
 from core.media.documents import Page, pdf_pages
-from memory.knowledge import ChunkDraft, DocumentDraft, KnowledgeStore
-from memory.store import SqlStorage
+from memory.knowledge.store import KnowledgeStore
+from memory.knowledge.types import ChunkDraft, DocumentDraft
+from memory.turns.store import SqlStorage
 from tests.fakes.files import make_pdf
 from tests.fakes.openai_server import FakeOpenAI
 

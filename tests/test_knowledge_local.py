@@ -7,8 +7,8 @@ from __future__ import annotations
 from core.knowledge.embedders import LOCAL_MODEL_ID, LocalEmbedder
 from core.knowledge.service import KnowledgeBase, Scope
 from core.knowledge.settings import KnowledgeSettings
-from memory.knowledge import KnowledgeStore
-from memory.store import SqlStorage
+from memory.knowledge.store import KnowledgeStore
+from memory.turns.store import SqlStorage
 
 CHAT = Scope.chat("qq", "group:5")
 

@@ -11,8 +11,9 @@ from core.knowledge.embedders import OpenAIEmbedder
 from core.knowledge.presence import DocumentPresence
 from core.knowledge.service import KnowledgeBase, Scope
 from core.knowledge.settings import KnowledgeSettings
-from memory.knowledge import GLOBAL_SCOPE, KnowledgeStore
-from memory.store import SqlStorage
+from memory.knowledge.store import KnowledgeStore
+from memory.knowledge.types import GLOBAL_SCOPE
+from memory.turns.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI
 
 CHAT = Scope.chat("telegram", "-100111")

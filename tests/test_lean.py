@@ -16,8 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from memory.migrate import Database, parse_url, revision_of, shipped_head, upgrade_in_child
-from memory.store import open_storage
+from memory.db.migrate import Database, parse_url, revision_of, shipped_head, upgrade_in_child
+from memory.turns.store import open_storage
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -73,7 +73,7 @@ def test_unused_parts_stay_out_of_the_daemon() -> None:
 
 def test_shipped_head_is_alembics_head() -> None:
     out = run(
-        "from memory.migrate import head_revision, shipped_head\n"
+        "from memory.db.migrate import head_revision, shipped_head\n"
         "print(shipped_head(), head_revision())"
     )
     assert out[0] == out[1] == shipped_head()
@@ -95,7 +95,7 @@ def test_opening_a_database_at_head_never_imports_alembic(tmp_path: Path) -> Non
     asyncio.run(_migrated(url))
     out = run(
         "import asyncio, sys\n"
-        "from memory.store import open_storage\n"
+        "from memory.turns.store import open_storage\n"
         "async def main():\n"
         f"    s = await open_storage({url!r})\n"
         "    await s.close()\n"

@@ -22,7 +22,7 @@ from core.media.fetch import (
     SafeDownloader,
 )
 from core.media.links import LinkReader, PageReader, find_links
-from memory.store import SqlStorage
+from memory.turns.store import SqlStorage
 from tests.fakes.dns import MapResolver
 from tests.fakes.openai_server import FakeOpenAI, last_user_text
 from tests.fakes.page_server import ARTICLE_SENTENCE, SECRET, PageServer

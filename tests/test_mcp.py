@@ -21,7 +21,7 @@ import pytest
 from bot.commands.tools import ToolsCommand
 from bot.wiring.app import App, Seams
 from core.context.report import format_report
-from memory.store import SqlStorage
+from memory.turns.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI, content_text
 from tests.rig import ADMIN, Waiting, msg, settings_for, turn_path
 

@@ -1,4 +1,4 @@
-"""The memory rules (memory.service) on real storage: one line of at most 500 characters,
+"""The memory rules (memory.memories.service) on real storage: one line of at most 500 characters,
 at most 200 per person, the same memory once, numbered newest first, JSON Lines export and
 import under the same limits, and one audit line per change without the memory's text."""
 
@@ -10,9 +10,15 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory.service import MAX_CHARS, MAX_PER_USER, MemoryRefused, MemoryService, numbered_lines
-from memory.store import SqlStorage
-from memory.types import NewMemory
+from memory.memories.service import (
+    MAX_CHARS,
+    MAX_PER_USER,
+    MemoryRefused,
+    MemoryService,
+    numbered_lines,
+)
+from memory.memories.types import NewMemory
+from memory.turns.store import SqlStorage
 
 
 @pytest.fixture
@@ -207,7 +213,7 @@ async def test_import_past_the_cap_imports_nothing(
 async def test_every_change_is_audited_without_the_text(
     memories: MemoryService, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="memory.service")
+    caplog.set_level(logging.INFO, logger="memory.memories.service")
     added = await memories.add("telegram", "2", "secret allergy", author="telegram:1")
     assert added is not None
     assert await memories.add("telegram", "2", "secret allergy", author="telegram:1") is None

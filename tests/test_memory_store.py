@@ -9,8 +9,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory.store import SqlStorage
-from memory.types import NewMemory, NewTurn
+from memory.memories.types import NewMemory
+from memory.turns.store import SqlStorage
+from memory.turns.types import NewTurn
 
 
 async def _contents(storage: SqlStorage, platform: str, user_id: str) -> list[str]:

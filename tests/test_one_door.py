@@ -17,9 +17,9 @@ import pytest
 from channels.config import HttpConfig
 from channels.http.channel import HttpChannel
 from core.messages import DeliveryError, InboundMessage, OutboundMessage
-from core.storage import Intake
 from core.turn.accepted import notice_for
 from core.turn.delivery import ChannelRoutes, Outbox
+from memory.turns.types import Intake
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram, private_chat
 from tests.rig import settings_for

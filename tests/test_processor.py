@@ -22,7 +22,7 @@ from core.messages import ImageRef, InboundMessage, OutboundMessage, Reply, Sent
 from core.tools.registry import Observation, Tool, ToolContext, ToolRegistry
 from core.tools.search import SearchResult
 from core.turn.outcomes import APOLOGY, ShuttingDown
-from memory.store import SqlStorage
+from memory.turns.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI
 from tests.rig import Rig, Waiting, build_rig, daemon, msg, settings_for
 

@@ -17,7 +17,7 @@ from core.messages import DeliveryError, OutboundMessage, Sent
 from core.streaming import StreamRecorder
 from core.turn.outcomes import APOLOGY
 from core.turn.processor import MessageProcessor
-from memory.store import SqlStorage
+from memory.turns.store import SqlStorage
 from tests.fakes.openai_stream import StreamShape
 from tests.rig import Rig, build_rig, msg
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.turn.reactions import is_single_emoji, reaction_of
-from memory.store import SqlStorage
+from memory.turns.store import SqlStorage
 from tests.fakes.onebot_impl import FakeOneBot
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram, group_chat, user

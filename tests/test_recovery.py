@@ -9,8 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from core.turn.recovery import Recovery, RecoveryOptions
-from memory.store import SqlStorage
-from memory.types import ChatKey, IntakeDraft, IntakeEntry
+from memory.chats.types import ChatKey
+from memory.turns.store import SqlStorage
+from memory.turns.types import IntakeDraft, IntakeEntry
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 

@@ -17,8 +17,8 @@ from core.messages import ChatType, DeliveryError, ImageRef, InboundMessage, Out
 from core.reminders.scheduler import Scheduler, SchedulerOptions
 from core.reminders.service import ReminderLimits, Reminders, list_line
 from core.turn.delivery import ChannelRoutes, Outbox
-from memory.reminders import Reminder
-from memory.store import SqlStorage
+from memory.reminders.types import Reminder
+from memory.turns.store import SqlStorage
 from tests.fakes.manual_clock import ManualWallClock
 
 START = datetime(2026, 3, 28, 10, 0, tzinfo=UTC)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.reminders.service import Reminders
-from memory.store import open_storage
+from memory.turns.store import open_storage
 from tests.fakes.openai_server import FakeOpenAI
 from tests.rig import msg
 from tests.test_cli_e2e import env_for, run_cli

@@ -9,7 +9,7 @@ import pytest
 from channels.formatting.split import split_text
 from core.tasks import TaskTracker
 from core.turn.ordering import ChatSerializer, ChatTicket
-from memory.types import ChatKey
+from memory.chats.types import ChatKey
 
 CHAT_A = ChatKey("telegram", "a")
 

@@ -13,7 +13,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, inspect, text
 from sqlalchemy.exc import StatementError
 
-from memory.migrate import (
+from memory.db.migrate import (
     Database,
     alembic_config,
     head_revision,
@@ -21,10 +21,9 @@ from memory.migrate import (
     revision_of,
     upgrade,
 )
-from memory.rows import described_by_models
-from memory.schema import Base
-from memory.store import SqlStorage, open_storage
-from memory.types import NewTurn
+from memory.schema import Base, described_by_models
+from memory.turns.store import SqlStorage, open_storage
+from memory.turns.types import NewTurn
 
 TABLES = {"users", "chats", "turns", "memories", "alembic_version"}
 

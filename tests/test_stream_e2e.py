@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from channels.formatting.telegram import render_telegram
-from memory.store import SqlStorage
+from memory.turns.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI, last_user_text
 from tests.fakes.openai_stream import StreamShape
 from tests.fakes.telegram_server import FakeTelegram, group_chat, private_chat, user

@@ -17,7 +17,7 @@ from core.tools.builtin import default_registry
 from core.tools.loop import GIVE_UP_REPLY, LAST_ROUND_NOTE, ToolLoop
 from core.tools.registry import Observation, Tool, ToolContext, ToolRegistry
 from core.tools.search import SearchError, SearchResult, search_tool
-from memory.types import Turn
+from memory.turns.types import Turn
 from tests.fakes.openai_server import FakeOpenAI, FakeReply
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)

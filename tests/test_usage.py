@@ -25,8 +25,8 @@ from core.tools.loop import ToolLoop
 from core.tools.registry import ToolContext
 from core.usage.meter import ModelCall, UsageRecorder, UsageSubject, call_cost
 from core.usage.quota import QuotaGuard, QuotaLimits, next_reset, quota_notice
-from memory.store import SqlStorage
-from memory.usage import UsageDelta, UsageScope, UsageTotals
+from memory.turns.store import SqlStorage
+from memory.usage.types import UsageDelta, UsageScope, UsageTotals
 from tests.fakes.manual_clock import ManualWallClock
 from tests.fakes.openai_server import FakeOpenAI
 from tests.test_cli_e2e import run_cli

@@ -20,8 +20,8 @@ from bot.wiring.app import Seams
 from channels.onebot.channel import OneBotChannel
 from core.messages import ChatType, InboundMessage
 from core.text.tokens import count_messages, get_counter
-from memory.store import SqlStorage
-from memory.usage import UsageScope, UsageTotals
+from memory.turns.store import SqlStorage
+from memory.usage.types import UsageScope, UsageTotals
 from tests.fakes.manual_clock import ManualWallClock
 from tests.fakes.onebot_impl import FakeOneBot
 from tests.fakes.openai_server import FakeOpenAI

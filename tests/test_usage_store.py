@@ -7,8 +7,8 @@ from datetime import date, timedelta
 
 import pytest
 
-from memory.store import SqlStorage
-from memory.usage import DaySpend, UsageDelta, UsageScope, UsageTotals
+from memory.turns.store import SqlStorage
+from memory.usage.types import DaySpend, UsageDelta, UsageScope, UsageTotals
 
 DAY = date(2026, 3, 14)
 

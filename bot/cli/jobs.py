@@ -1,6 +1,6 @@
 """`chatterd jobs list [--state STATE]` and `chatterd jobs cancel <id>`.
 
-For the operator at the machine: the rows `/jobs` reads (memory/jobs.py), every chat at
+For the operator at the machine: the rows `/jobs` reads (memory/jobs/store.py), every chat at
 once, and cancelling any of them, as an admin would in the chat.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 from bot.cli.stored import add_cancel_parser, opened_store, typed_id
 from bot.commands.jobs import job_line
 from bot.config import Settings
-from memory.job_types import JOB_STATES
+from memory.jobs.types import JOB_STATES
 
 OPERATOR = "the operator"
 

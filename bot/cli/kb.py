@@ -60,8 +60,8 @@ async def run_kb_command(args: argparse.Namespace, settings: Settings) -> int:
     from core.media.fetch import SafeDownloader
     from core.media.links import PageReader
     from core.media.sandbox import ParseSandbox
-    from memory.knowledge import GLOBAL_SCOPE
-    from memory.store import open_storage
+    from memory.knowledge.types import GLOBAL_SCOPE
+    from memory.turns.store import open_storage
 
     scope: str = GLOBAL_SCOPE if args.everyone else args.chat
     store = await open_storage(settings.storage.url)
@@ -87,7 +87,7 @@ async def _run(args: argparse.Namespace, knowledge: DaemonKnowledge, scope: str)
     from core.knowledge.intake import AddRequest
     from core.knowledge.sources import Unreadable
     from core.messages import Attachment
-    from memory.knowledge import GLOBAL_SCOPE
+    from memory.knowledge.types import GLOBAL_SCOPE
 
     if args.kb_command == "add":
         try:

@@ -109,7 +109,7 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
     if args.command in ("run", "chat"):
         return asyncio.run(_serve(settings, args.command))
     if args.command == "db":
-        from memory.migrate import upgrade
+        from memory.db.migrate import upgrade
 
         upgrade(settings.storage.url)
         print(f"database is at the newest schema: {_safe_url(settings.storage.url)}")

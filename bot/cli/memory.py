@@ -1,6 +1,6 @@
 """`chatterd memory list|add|forget|clear|export|import --user PLATFORM:ID`.
 
-The same rules and numbering as `/memory` in chat: both go through memory.service.
+The same rules and numbering as `/memory` in chat: both go through memory.memories.service.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from bot.cli.stored import opened_store
 from bot.commands.table import PLATFORM_ID
 from bot.config import Settings
-from memory.service import MemoryRefused, MemoryService, numbered_lines
+from memory.memories.service import MemoryRefused, MemoryService, numbered_lines
 
 CLI_AUTHOR = "cli"  # the author and the audit log's "by" of changes made here
 

@@ -1,6 +1,6 @@
 """`chatterd reminders list [--chat platform:chat_id] [--all]` and `chatterd reminders cancel <id>`.
 
-For the operator at the machine: the same rows `/remind list` reads (memory/reminders.py),
+For the operator at the machine: the same rows `/remind list` reads (memory/reminders/store.py),
 every chat at once, and cancelling any of them, as an admin would in the chat.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 from bot.cli.stored import add_cancel_parser, opened_store, typed_id
 from bot.config import Settings
 from core.reminders.service import list_line
-from memory.types import ChatKey
+from memory.chats.types import ChatKey
 
 CHAT = re.compile(r"^(telegram|qq|http|console):(\S+)$")
 OPERATOR = "cli"

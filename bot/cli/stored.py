@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 from bot.config import Settings
 
 if TYPE_CHECKING:
-    from memory.store import SqlStorage
+    from memory.turns.store import SqlStorage
 
 
 @asynccontextmanager
 async def opened_store(settings: Settings) -> AsyncIterator[SqlStorage]:
     """The configured storage for one command, closed when the block ends."""
-    from memory.store import open_storage  # lazy: `chatterd --help` loads no database code
+    from memory.turns.store import open_storage  # lazy: `chatterd --help` loads no database code
 
     store = await open_storage(settings.storage.url)
     try:

@@ -8,7 +8,7 @@ from typing import Any, get_args
 
 from bot.cli.stored import opened_store
 from bot.config import Settings
-from memory.types import IntakeEntry, TurnState
+from memory.turns.types import IntakeEntry, TurnState
 
 STATES = get_args(TurnState)
 TEXT_CHARS = 60  # enough to recognise a message; the database has the rest

@@ -1,6 +1,6 @@
 """`chatterd usage [--since DATE] [--by day|user|chat|model|purpose] [--csv]`: tokens spent.
 
-Reads the same counters as `/usage` and the quotas (memory.usage), from `--since`
+Reads the same counters as `/usage` and the quotas (memory.usage.store), from `--since`
 (default: the first day of this month, UTC) through today, grouped one way. The table
 is for people; `--csv` is for a spreadsheet or a script (plain integers, one header).
 """
@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from bot.cli.stored import opened_store
 from bot.config import Settings
-from memory.usage import GROUP_BY, UsageGroup, UsageTotals
+from memory.usage.types import GROUP_BY, UsageGroup, UsageTotals
 
 CSV_FIELDS = (
     "prompt_tokens",

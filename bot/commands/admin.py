@@ -3,7 +3,7 @@
 `/bot on|off`, `/bot allow|deny`, `/bot chime off|low|normal` (groups),
 `/bot persona <text>`, `/bot wake <word>`,
 `/bot reset-settings`, `/bot status`. Why these live in the database
-(memory/chat_settings.py) and not in the config: an operator opens a group or gives it
+(memory/chats/settings.py) and not in the config: an operator opens a group or gives it
 a persona from the chat itself, and the change survives a restart and reaches every
 replica. The rules that read them are core/turn/access.py (where the bot serves),
 core/turn/triggers.py (wake words) and the processor's persona lookup; this module only
@@ -19,7 +19,7 @@ from bot.config import Settings
 from core.messages import ChatType, InboundMessage, Reply
 from core.turn.access import AccessRules
 from core.turn.chime import DEFAULT_GAP_S, ChimeLevel, chime_level
-from memory.chat_settings import (
+from memory.chats.settings import (
     CHIME_LEVELS,
     PERSONA_MAX_CHARS,
     WAKE_WORD_MAX_CHARS,
@@ -27,7 +27,7 @@ from memory.chat_settings import (
     ChatSettingsError,
     check_wake_word,
 )
-from memory.chat_settings_cache import CachedChatSettings
+from memory.chats.settings_cache import CachedChatSettings
 
 PERSONA_CLEAR = ("reset", "clear")  # either word removes the chat's persona line
 PERSONA_USAGE = (

@@ -15,8 +15,8 @@ from datetime import datetime
 from core.admins import Admins
 from core.clock import WallClock, utc_now
 from core.messages import ChatType, InboundMessage, Reply
-from memory.job_types import Job
-from memory.jobs import JobStore
+from memory.jobs.store import JobStore
+from memory.jobs.types import Job
 
 _ID = re.compile(r"^#?(\d{1,18})$")
 USAGE = "Usage: /jobs — this chat's jobs; /jobs cancel <id> — cancel one (12 or #12)"

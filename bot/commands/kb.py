@@ -22,7 +22,7 @@ from core.media.documents import Page
 from core.media.links import find_links
 from core.media.shared import one_line
 from core.messages import ChatType, InboundMessage, Reply
-from memory.knowledge import GLOBAL_SCOPE, DocumentInfo
+from memory.knowledge.types import GLOBAL_SCOPE, DocumentInfo
 
 Content = str | tuple[Page, ...]
 _ID = re.compile(r"^#?(\d{1,18})$")

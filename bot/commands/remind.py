@@ -17,7 +17,7 @@ from core.admins import Admins
 from core.messages import InboundMessage, Reply
 from core.reminders.service import Reminders, list_line
 from core.reminders.when import FORMS_HELP
-from memory.reminders import ReminderRefused
+from memory.reminders.types import ReminderRefused
 
 _ID = re.compile(r"^#?(\d{1,18})$")
 

@@ -14,8 +14,10 @@ from typing import Protocol
 from core.admins import Admins
 from core.context.report import ContextReport, format_report
 from core.messages import ChatType, InboundMessage, Reply
-from memory.service import MemoryRefused, MemoryService, numbered_lines
-from memory.types import MemoryStore, TurnStore, person_key
+from memory.chats.types import person_key
+from memory.memories.service import MemoryRefused, MemoryService, numbered_lines
+from memory.memories.types import MemoryStore
+from memory.turns.types import TurnStore
 
 # An id never starts with "/", so a URL such as http://example.org is text, not a user.
 PLATFORM_ID = re.compile(r"^(telegram|qq|http|console):([^\s/]\S*)$")

@@ -1,4 +1,4 @@
-"""`/usage`: what the model cost, read from the usage counters (memory.usage).
+"""`/usage`: what the model cost, read from the usage counters (memory.usage.store).
 
 Anyone sees their own tokens today and this month (UTC), and their daily allowance when
 `[limits] user_tokens_per_day` is set; admins (`[bot] admins`) also get `/usage group`
@@ -16,14 +16,14 @@ from core.admins import Admins
 from core.clock import WallClock, utc_now
 from core.messages import ChatType, InboundMessage, Reply
 from core.usage.quota import QuotaLimits
-from memory.usage import GroupBy, UsageGroup, UsageScope, UsageTotals
+from memory.usage.types import GroupBy, UsageGroup, UsageScope, UsageTotals
 
 TOP = 5
 USAGE_HELP = "Usage: /usage — your tokens; admins: /usage group, /usage top"
 
 
 class UsageReads(Protocol):
-    """The reads `/usage` needs (memory.usage.UsageStore)."""
+    """The reads `/usage` needs (memory.usage.store.UsageStore)."""
 
     async def totals(
         self, since: date, until: date, scope: UsageScope | None = None

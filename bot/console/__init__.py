@@ -1,8 +1,9 @@
 """The operator's console: a web page under /console on the HTTP server.
 
 `console_site(deps, password).register` is handed to the HTTP channel (its `registrars`);
-the pages read through memory.browse and memory.activity and change things through the
-services the chat commands use (`MemoryService`, `ChatSettingsStore`). See docs/console.md.
+the pages read through memory.console.browse and memory.console.activity and change
+things through the services the chat commands use (`MemoryService`,
+`ChatSettingsStore`). See docs/console.md.
 
 Console, ConsoleDeps and console_site are imported on first use: the pages pull in Jinja2
 and the charts, which a daemon without `[web] password` never needs.

@@ -10,9 +10,9 @@ from aiohttp import web
 from bot.console.page import PageHost, actor, flash, see_other, url
 from bot.console.params import chat_cursor, row_id
 from bot.console.picture import drawn_picture, was_dropped
-from memory.chat_settings import ChatSettingsError
-from memory.rows import ID_LEN, PLATFORM_LEN
-from memory.types import ChatKey
+from memory.chats.settings import ChatSettingsError
+from memory.chats.types import ChatKey
+from memory.db.rows import ID_LEN, PLATFORM_LEN
 
 PAGE = 50
 TURNS_SHOWN = 60

@@ -24,7 +24,7 @@ from core.knowledge.reading import ReadFailed, readable
 
 if TYPE_CHECKING:
     from core.knowledge.scope import Scope
-    from memory.knowledge import DocumentInfo
+    from memory.knowledge.types import DocumentInfo
 
 log = logging.getLogger(__name__)
 

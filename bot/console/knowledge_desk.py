@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from core.knowledge.ingest import JobIntake
     from core.knowledge.reading import PageReader
-    from memory.knowledge import DocumentInfo
-    from memory.knowledge_folder import KnowledgeFolderDocuments
+    from memory.knowledge.folder import KnowledgeFolderDocuments
+    from memory.knowledge.types import DocumentInfo
 
 FORM_SLACK = 64 * 1024  # the multipart form around the file
 

@@ -23,14 +23,14 @@ from bot.console.recent import RecentErrors
 from channels.base import ChannelHealth
 from core.clock import WallClock, utc_now
 from core.context.report import ContextReport
-from memory.chat_settings import ChatSettings
-from memory.store import SqlStorage
-from memory.types import ChatKey
+from memory.chats.settings import ChatSettings
+from memory.chats.types import ChatKey
+from memory.turns.store import SqlStorage
 
 if TYPE_CHECKING:
     from bot.console.knowledge_desk import KnowledgeDesk
-    from memory.activity import Activity
-    from memory.browse import Browse
+    from memory.console.activity import Activity
+    from memory.console.browse import Browse
 
 SESSION_KEY = web.RequestKey("console.session", Session)
 

@@ -32,7 +32,7 @@ def row_id(value: str | None, key: str) -> int | None:
 
 
 def chat_cursor(value: str | None, key: str) -> str | None:
-    """The chats page cursor `<ISO time>~<row id>` (memory/browse.py writes it), checked."""
+    """The chats page cursor `<ISO time>~<row id>` (memory/console/browse.py writes it), checked."""
     if not value:
         return None
     when, sep, pk = value.rpartition("~")

@@ -11,7 +11,7 @@ from aiohttp import web
 from bot.console.chats import platform_and_id
 from bot.console.page import PageHost, actor, flash, see_other, url
 from bot.console.params import row_id
-from memory.service import MemoryRefused, MemoryService
+from memory.memories.service import MemoryRefused, MemoryService
 
 PAGE = 50
 

@@ -31,8 +31,8 @@ from bot.console.page import SESSION_KEY, ConsoleDeps, Page, see_other, url
 from bot.console.params import PREFIX, BadInput, sign_in_target
 from channels.http.guard import SAFE_METHODS, cross_site_reason
 from channels.http.server import LARGER_BODIES
-from memory.activity import Activity
-from memory.browse import Browse
+from memory.console.activity import Activity
+from memory.console.browse import Browse
 
 log = logging.getLogger(__name__)
 

@@ -64,10 +64,10 @@ from core.turn.recovery import Recovery, RecoveryOptions
 from core.usage.meter import UsageMeter, UsageRecorder
 from core.usage.quota import QuotaGuard, QuotaLimits
 from core.workspace.files import ensure_workspace
-from memory.chat_owners import ChatOwners
-from memory.chat_settings_cache import CachedChatSettings
-from memory.store import SqlStorage
-from memory.types import ChatKey
+from memory.chats.owners import ChatOwners
+from memory.chats.settings_cache import CachedChatSettings
+from memory.chats.types import ChatKey
+from memory.turns.store import SqlStorage
 
 if TYPE_CHECKING:
     from bot.console import Console

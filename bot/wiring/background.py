@@ -18,8 +18,8 @@ from core.background.tool import spawn_tool
 from core.jobs.runner import JobRunner
 from core.tools.registry import ToolRegistry
 from core.turn.delivery import ChannelRoutes
-from memory.jobs import JobStore
-from memory.types import MemoryStore
+from memory.jobs.store import JobStore
+from memory.memories.types import MemoryStore
 
 
 @dataclass(frozen=True)

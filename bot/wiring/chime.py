@@ -14,7 +14,7 @@ from core.messages import InboundMessage
 from core.turn.chime import ChimeWindows
 from core.turn.chiming import ChimeIn, ChimeOptions, ChimeSeams
 from core.usage.quota import QuotaGuard
-from memory.chat_settings_cache import CachedChatSettings
+from memory.chats.settings_cache import CachedChatSettings
 
 
 class GroupSettingsRules:

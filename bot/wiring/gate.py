@@ -17,7 +17,7 @@ from core.turn.processor import MessageProcessor
 from core.turn.ratelimit import RateLimiter
 from core.turn.triggers import TriggerPolicy
 from core.usage.quota import QuotaGuard
-from memory.types import ChatKey
+from memory.chats.types import ChatKey
 
 
 def admins_of(settings: Settings) -> Admins:

@@ -26,7 +26,7 @@ from core.jobs.runner import JobRunner
 from core.llm.endpoint import OPENAI_BASE_URL
 from core.media.fetch import DownloadPolicy, SafeDownloader
 from core.tools.registry import ToolRegistry
-from memory.jobs import JobStore
+from memory.jobs.store import JobStore
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from bot.config import Settings
 from core.clock import WallClock
 from core.jobs.runner import JobRunner, Liveness
 from core.turn.delivery import Outbox
-from memory.capacity import live_replicas
-from memory.store import SqlStorage
+from memory.db.capacity import live_replicas
+from memory.turns.store import SqlStorage
 
 
 def worker_name(storage: SqlStorage) -> str:

@@ -29,10 +29,11 @@ from core.media.links import PageReader
 from core.media.sandbox import ParseSandbox
 from core.messages import InboundMessage
 from core.tools.registry import ToolRegistry
-from memory.knowledge import GLOBAL_SCOPE, DocumentInfo, KnowledgeStore
-from memory.knowledge_folder import KnowledgeFolderDocuments
-from memory.migrate import Database
-from memory.store import SqlStorage
+from memory.db.migrate import Database
+from memory.knowledge.folder import KnowledgeFolderDocuments
+from memory.knowledge.store import KnowledgeStore
+from memory.knowledge.types import GLOBAL_SCOPE, DocumentInfo
+from memory.turns.store import SqlStorage
 
 if TYPE_CHECKING:
     from bot.console.knowledge_desk import KnowledgeDesk

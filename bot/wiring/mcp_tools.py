@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from bot.config import Settings
 from core.admins import Admins
 from core.text.tokens import TokenCounter
-from memory.store import SqlStorage
+from memory.turns.store import SqlStorage
 
 if TYPE_CHECKING:
     from core.tools.mcp.tools import McpTools

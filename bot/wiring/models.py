@@ -25,7 +25,7 @@ from core.llm import (
 from core.media.vision import VisionReader
 from core.text.tokens import TokenCounter
 from core.usage.meter import UsageMeter
-from memory.store import SqlStorage
+from memory.turns.store import SqlStorage
 
 
 def uses_endpoint(settings: Settings) -> bool:

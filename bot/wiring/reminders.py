@@ -28,10 +28,10 @@ from core.turn.access import AccessRules
 from core.turn.delivery import Outbox
 from core.turn.outcomes import ShuttingDown
 from core.turn.processor import MessageProcessor
-from memory.chat_settings_cache import CachedChatSettings
-from memory.reminders import Reminder
-from memory.store import SqlStorage
-from memory.types import ChatKey
+from memory.chats.settings_cache import CachedChatSettings
+from memory.chats.types import ChatKey
+from memory.reminders.types import Reminder
+from memory.turns.store import SqlStorage
 
 Clock = Callable[[], datetime]
 

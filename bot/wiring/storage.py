@@ -12,9 +12,9 @@ import uuid
 
 from bot.config import Settings
 from bot.errors import StartupError
-from memory.capacity import ConnectionBudget, budget_problem, other_replicas, server_limit
-from memory.migrate import Database, upgrade_in_child
-from memory.store import SqlStorage, open_storage
+from memory.db.capacity import ConnectionBudget, budget_problem, other_replicas, server_limit
+from memory.db.migrate import Database, upgrade_in_child
+from memory.turns.store import SqlStorage, open_storage
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ async def open_daemon_storage(settings: Settings) -> SqlStorage:
 async def check_connection_budget(settings: Settings, database: Database) -> None:
     """PostgreSQL: stop at start (exit 2, one line) when the replicas' pools cannot fit
     the server's max_connections: as many as `[storage] replicas` says, or as many as are
-    already running plus this one, whichever is more (memory/capacity.py)."""
+    already running plus this one, whichever is more (memory/db/capacity.py)."""
     if database.dialect != "postgresql":
         return
     budget = ConnectionBudget(

@@ -81,7 +81,7 @@ class HttpChannel(TextOnly):
         chat_owner: Callable[[str, str, str], Awaitable[str]] | None = None,
     ) -> None:
         """`chat_owner(platform, named_id, user_id)`: the owner of a private chat id,
-        binding it to `user_id` when it has none (memory/chat_owners.py); None: private
+        binding it to `user_id` when it has none (memory/chats/owners.py); None: private
         thread ids are refused (no storage to bind them in)."""
         if max_body_bytes < 1:
             raise ValueError("max_body_bytes must be positive")

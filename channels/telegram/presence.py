@@ -19,7 +19,7 @@ from core.clock import Clock
 log = logging.getLogger(__name__)
 
 # Where in Telegram: a chat id and its forum topic (None: the chat itself). Not a
-# ChatKey (memory.types), which names a chat across platforms.
+# ChatKey (memory.turns.types), which names a chat across platforms.
 Place = tuple[int, int | None]
 
 

@@ -20,8 +20,8 @@ from core.jobs.runner import JobContext, JobHandler, JobOutcome
 from core.knowledge.citations import CITATIONS_KEY, Citations
 from core.tools.loop import LoopResult, RoundHooks, TurnDraft, Usage
 from core.tools.registry import ToolContext
-from memory.job_types import Job
-from memory.types import MemoryStore
+from memory.jobs.types import Job
+from memory.memories.types import MemoryStore
 
 log = logging.getLogger(__name__)
 

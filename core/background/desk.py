@@ -14,10 +14,10 @@ from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING
 
 from core.jobs.asking import Asked, AskRules, JobDesk
-from memory.job_types import JobAsker
+from memory.jobs.types import JobAsker
 
 if TYPE_CHECKING:  # the store itself is the seam's type; core never loads it at run time
-    from memory.jobs import JobStore as TaskJobs
+    from memory.jobs.store import JobStore as TaskJobs
 
 KIND = "task"
 MAX_TASK_CHARS = 2000

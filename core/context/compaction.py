@@ -27,7 +27,8 @@ from core.llm import LLMError, LLMProvider
 from core.text.escaping import neutralize_tags
 from core.text.tokens import TokenCounter
 from core.usage.meter import UNATTRIBUTED, ModelCall, UsageMeter, UsageSubject
-from memory.types import SUMMARY_THROUGH, ChatKey, NewTurn, Turn
+from memory.chats.types import ChatKey
+from memory.turns.types import SUMMARY_THROUGH, NewTurn, Turn
 
 log = logging.getLogger(__name__)
 

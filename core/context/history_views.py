@@ -143,7 +143,7 @@ class DictHistory(_LazyView):
 
 
 class TurnHistory(_LazyView):
-    """Stored turns (`memory.types.Turn`), oldest first, as HistoryItems.
+    """Stored turns (`memory.turns.types.Turn`), oldest first, as HistoryItems.
 
     Stored token counts are used as they are. Tool rounds are grouped by the id of their
     `tool_call` turn, so a call and its results are kept or dropped together; native

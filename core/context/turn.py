@@ -15,7 +15,8 @@ from typing import Any, Protocol
 
 from core.context.report import BuiltContext, KnowledgeNote
 from core.messages import InboundMessage
-from memory.types import MemoryItem, Turn
+from memory.memories.types import MemoryItem
+from memory.turns.types import Turn
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class TurnInput:
 
 
 # (platform, chat_id) -> that chat's persona line, "" for none (the daemon reads
-# memory.chat_settings through a short cache); injected into the processor.
+# memory.chats.settings through a short cache); injected into the processor.
 ChatPersona = Callable[[str, str], Awaitable[str]]
 
 # (the message, the text to search for) -> passages from its chat's and the global

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 from core.clock import WallClock, utc_now
 from core.jobs.asking import Asked, AskRules, JobDesk
-from memory.job_types import JobAsker
+from memory.jobs.types import JobAsker
 
 if TYPE_CHECKING:  # the store itself is the seam's type; core never loads it at run time
-    from memory.jobs import JobStore as DrawJobs
+    from memory.jobs.store import JobStore as DrawJobs
 
 KIND = "draw"
 MAX_PROMPT_CHARS = 1000

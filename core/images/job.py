@@ -17,7 +17,7 @@ from typing import Protocol
 from core.images.artist import Drawn, DrawRefused
 from core.jobs.runner import IMAGE_KEY, JobContext, JobHandler, JobOutcome, stored_image
 from core.usage.meter import UsageSubject
-from memory.job_types import Job
+from memory.jobs.types import Job
 
 log = logging.getLogger(__name__)
 

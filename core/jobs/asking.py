@@ -16,10 +16,10 @@ from core.messages import InboundMessage
 from core.tools.mcp.config import Allow
 from core.tools.mcp.permission import Sender, allows
 from core.tools.registry import Observation, ToolContext
-from memory.job_types import JobAsker, JobRefused
+from memory.jobs.types import JobAsker, JobRefused
 
 if TYPE_CHECKING:  # the store itself is the seam's type; core never loads it at run time
-    from memory.jobs import JobStore
+    from memory.jobs.store import JobStore
 
 Asker = TypeVar("Asker", bound=JobAsker)
 
@@ -38,6 +38,14 @@ def asker_in(kind: type[Asker], ctx: ToolContext, **what: Any) -> Asker:
         # a scheduled turn's id is ours, not the platform's: its answer quotes nothing
         message_id=message.message_id if message and not message.scheduled else None,
         **what,
+    )
+
+
+def refused_line(refused: JobRefused) -> str:
+    """Why a person's job was not taken, in words for them (no final stop)."""
+    return (
+        f"you already have {refused.limit} jobs waiting or running "
+        "([jobs] max_per_user); wait for one to finish"
     )
 
 
@@ -94,5 +102,5 @@ class JobDesk:
         try:
             job = await self._jobs.add(draft, max_pending_per_user=self._rules.max_pending_per_user)
         except JobRefused as exc:
-            return Asked(f"{no}: {exc}.")
+            return Asked(f"{no}: {refused_line(exc)}.")
         return Asked(line(job.id), job.id)

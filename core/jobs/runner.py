@@ -4,7 +4,7 @@ Why one runner: pictures, background tasks and documents being indexed all take 
 and each must end exactly once in the chat that asked, across kill -9 and replicas. The
 rules live here once:
 
-- a job is claimed by one process under a lease (memory/jobs.py) and the lease is renewed
+- a job is claimed by one process under a lease (memory/jobs/store.py) and the lease is renewed
   while its handler works; a handler whose lease is lost (cancelled, or taken over after a
   stall) is stopped; a claim held by a process known to be dead (`Liveness`) is taken at
   once, and the lease's end is the fallback where that cannot be known;
@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from core.clock import WallClock, utc_now
 from core.messages import DeliveryError, OutboundMessage, Sent, message_to
-from memory.job_types import Job
+from memory.jobs.types import Job
 
 if TYPE_CHECKING:  # the store itself is the seam's type; core never loads it at run time
-    from memory.jobs import JobStore as JobQueue
+    from memory.jobs.store import JobStore as JobQueue
 
 log = logging.getLogger(__name__)
 
@@ -314,7 +314,7 @@ class JobRunner:
             # It can never reach that chat (e.g. an HTTP chat with no push target): stop
             # trying; `/jobs` still shows the job and its outcome.
             log.warning("jobs: #%d's outcome cannot be delivered (%s); given up", job.id, exc)
-        # <- the one-write window: sent, not yet marked (memory/jobs.py)
+        # <- the one-write window: sent, not yet marked (memory/jobs/store.py)
         if image is None:
             await self._queue.delivered(job, self._clock())
             return

@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Protocol
 
 from core.knowledge.ingest import FOLDER_AUTHOR, IngestRequest, Requester
 from core.knowledge.reading import readable
-from memory.job_types import Job, JobRefused
+from memory.jobs.types import Job, JobRefused
 
 if TYPE_CHECKING:
     from core.knowledge.scope import Scope
-    from memory.knowledge import DocumentInfo
+    from memory.knowledge.types import DocumentInfo
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class FileState:
 
 
 class FolderDocuments(Protocol):
-    """Every document the folder added, in any scope (memory/knowledge_folder.py)."""
+    """Every document the folder added, in any scope (memory/knowledge/folder.py)."""
 
     async def by_author_prefix(self, prefix: str) -> list[DocumentInfo]: ...
 

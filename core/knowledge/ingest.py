@@ -26,15 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core.jobs.asking import refused_line
 from core.jobs.runner import NO_CHAT, JobContext, JobHandler, JobOutcome
 from core.knowledge.intake import AddRequest, KnowledgeIntake
 from core.knowledge.reading import PageReader, ReadFailed
 from core.media.documents import Page
-from memory.job_types import Job, JobAsker, JobDraft, JobRefused
+from memory.jobs.types import Job, JobAsker, JobDraft, JobRefused
 
 if TYPE_CHECKING:  # numpy and the store load with the knowledge base, not with the seam
     from core.knowledge.service import Added, DocumentInfo, KnowledgeBase, Scope
-    from memory.jobs import JobStore as IngestJobs
+    from memory.jobs.store import JobStore as IngestJobs
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ class JobIntake:
         try:
             job = await self.submit(request)
         except JobRefused as exc:
-            return f"📚 {short(request.source)} not added: {exc}"
+            return f"📚 {short(request.source)} not added: {refused_line(exc)}"
         return (
             f"📚 adding {short(request.source)} (job #{job.id}); I will say when it is searchable."
         )

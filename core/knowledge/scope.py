@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memory.knowledge import GLOBAL_SCOPE
+from memory.knowledge.types import GLOBAL_SCOPE
 
 
 @dataclass(frozen=True)

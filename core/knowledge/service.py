@@ -24,13 +24,13 @@ from core.knowledge.segment import index_terms, query_terms
 from core.knowledge.settings import KnowledgeSettings
 from core.knowledge.vectors import VectorIndex
 from core.media.documents import Page
-from memory.knowledge import (
+from memory.knowledge.store import KnowledgeStore, TooManyDocuments
+from memory.knowledge.types import (
     GLOBAL_SCOPE,
     ChunkDraft,
     DocumentDraft,
     DocumentInfo,
     KnowledgeRefused,
-    KnowledgeStore,
 )
 
 log = logging.getLogger(__name__)
@@ -138,7 +138,13 @@ class KnowledgeBase:
             pages=[{"text": p.text, "locator": p.locator} for p in pages],
             added_by=added_by,
         )
-        info, created = await self._store.begin(draft, max_documents=limits.max_documents)
+        try:
+            info, created = await self._store.begin(draft, max_documents=limits.max_documents)
+        except TooManyDocuments as full:
+            raise KnowledgeRefused(
+                f"this chat already has {full.limit} documents, the most it may have "
+                "([knowledge] max_documents); remove one first"
+            ) from None
         if not created:
             return Added(info, duplicate=True, embedded=info.state == "ready")
         if embed is None:

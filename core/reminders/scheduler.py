@@ -2,7 +2,7 @@
 dead process claimed.
 
 Exactly once as claim -> send -> mark: the claim is one transaction that moves the
-reminder on and inserts the occurrence's run row (memory/reminders.py), so only one
+reminder on and inserts the occurrence's run row (memory/reminders/store.py), so only one
 process takes an occurrence; the send goes through the core's one door
 (`Outbox.send_proactive`); the mark is one conditional UPDATE. A crash before the send
 leaves a `claimed` run that recovery sends (late). The one-write window: a crash after
@@ -46,10 +46,10 @@ from core.messages import (
 )
 from core.reminders.service import late_note
 from core.reminders.when import Schedule
-from memory.reminder_types import Reminder, Run
+from memory.reminders.types import Reminder, Run
 
 if TYPE_CHECKING:
-    from memory.reminders import ReminderStore
+    from memory.reminders.store import ReminderStore
 
 log = logging.getLogger(__name__)
 

@@ -17,10 +17,10 @@ from zoneinfo import ZoneInfo
 
 from core.messages import ChatType, InboundMessage
 from core.reminders.when import Schedule, WhenError, describe, resolve, zone_label
-from memory.reminder_types import Reminder, ReminderDraft, ReminderRefused
+from memory.reminders.types import Reminder, ReminderDraft, ReminderOverLimit, ReminderRefused
 
 if TYPE_CHECKING:
-    from memory.reminders import ReminderStore
+    from memory.reminders.store import ReminderStore
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +28,14 @@ Clock = Callable[[], datetime]
 ZoneOf = Callable[[str, str], Awaitable[str | None]]  # (platform, chat_id) -> the chat's zone
 CanReach = Callable[[str], bool]  # platform -> a reminder can be delivered there
 LISTED = 50
+# What a person is told when the store refused a reminder over a limit, by which limit.
+OVER_LIMIT = {
+    "text": "the text is too long: at most {limit} characters",
+    "person": "you have {limit} active reminders, the most one person may have "
+    "([reminders] max_per_user); cancel one first",
+    "chat": "this chat has {limit} active reminders, the most a chat may have "
+    "([reminders] max_per_chat); cancel one first",
+}
 
 
 @dataclass(frozen=True)
@@ -129,24 +137,27 @@ class Reminders:
                 "([reminders] min_interval_s)"
             )
         group = message.chat_type is ChatType.GROUP
-        reminder = await self.store.add(
-            ReminderDraft(
-                kind=kind,
-                platform=message.platform,
-                chat_id=message.chat_id,
-                chat_type=message.chat_type.value,
-                owner_id=message.sender_id,
-                owner_name=message.sender_name,
-                text=text,
-                rule=schedule.rule,
-                zone=zone.key,
-                first_due=first_due,
-                thread_id=message.thread_id,
-                origin_message_id=message.message_id if group else None,
-            ),
-            max_per_user=self.limits.max_per_user,
-            max_per_chat=self.limits.max_per_chat,
-        )
+        try:
+            reminder = await self.store.add(
+                ReminderDraft(
+                    kind=kind,
+                    platform=message.platform,
+                    chat_id=message.chat_id,
+                    chat_type=message.chat_type.value,
+                    owner_id=message.sender_id,
+                    owner_name=message.sender_name,
+                    text=text,
+                    rule=schedule.rule,
+                    zone=zone.key,
+                    first_due=first_due,
+                    thread_id=message.thread_id,
+                    origin_message_id=message.message_id if group else None,
+                ),
+                max_per_user=self.limits.max_per_user,
+                max_per_chat=self.limits.max_per_chat,
+            )
+        except ReminderOverLimit as over:
+            raise ReminderRefused(OVER_LIMIT[over.what].format(limit=over.limit)) from None
         log.info(
             "%s #%d set in %s by %s for %s (%s)",
             "reminder" if kind == "remind" else "scheduled task",

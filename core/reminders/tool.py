@@ -13,7 +13,7 @@ from core.messages import InboundMessage
 from core.reminders.service import Reminders
 from core.tools.registry import Observation, Tool, ToolContext, ToolParam
 from core.tools.words import worded_tool
-from memory.reminder_types import ReminderRefused
+from memory.reminders.types import ReminderRefused
 
 WHEN_FORMS = (
     "in 20m, in 2h, at 09:00, tomorrow 09:00, 2026-12-01 14:30, an ISO time like "

@@ -30,7 +30,7 @@ from core.tools.preview import streamed_round
 from core.tools.registry import Observation, ToolCall, ToolContext, ToolRegistry
 from core.tools.source import ToolSource
 from core.usage.meter import ModelCall, UsageMeter, UsageSubject
-from memory.types import Role, TurnKind
+from memory.turns.types import Role, TurnKind
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 The owner of a memory is always the turn's sender, taken from the ToolContext the
 processor builds from the platform event; nothing in the marker text can name another
 person, so a group member cannot make the bot write into someone else's memory. What
-may be stored (length, count, duplicates) is memory.service's rule, the same as for
+may be stored (length, count, duplicates) is memory.memories.service's rule, the same as for
 `/memory` and `chatterd memory`.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from core.tools.registry import Observation, Tool, ToolContext, ToolHandler
 from core.tools.words import worded_tool
-from memory.service import MemoryRefused, MemoryService
+from memory.memories.service import MemoryRefused, MemoryService
 
 MODEL_AUTHOR = "model"
 _MAX_LISTED = 5

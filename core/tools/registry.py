@@ -21,7 +21,8 @@ from typing import Any
 from core.messages import InboundMessage
 from core.outside import outside_text
 from core.text.escaping import escape_attr
-from memory.types import MemoryStore, person_key
+from memory.chats.types import person_key
+from memory.memories.types import MemoryStore
 
 # An argument longer than this is not a marker but runaway output: it is ignored.
 MAX_MARKER_ARG_CHARS = 2000

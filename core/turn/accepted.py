@@ -15,7 +15,7 @@ from core.messages import (
     message_to,
 )
 from core.turn.delivery import ChannelRoutes
-from memory.types import IntakeDraft, IntakeEntry
+from memory.turns.types import IntakeDraft, IntakeEntry
 
 
 def intake_draft(message: InboundMessage) -> IntakeDraft:

@@ -3,7 +3,7 @@
 Why one pure function of its inputs: the gate asks it on every message, `/bot status`
 asks it to explain a chat, a reminder asks it before it goes out, and the console shows
 the same answer, so the rule must live in one place and be testable without a database.
-The caller passes the chat's settings in (memory/chat_settings.py, read through a short
+The caller passes the chat's settings in (memory/chats/settings.py, read through a short
 cache); bot/wiring/gate.py builds the rules from the config.
 
 The rules, in order:
@@ -28,11 +28,11 @@ from typing import Literal, Protocol
 from core.admins import Admins
 from core.messages import ChatType, InboundMessage
 from core.tools.mcp.permission import Decision
-from memory.types import ChatKey
+from memory.chats.types import ChatKey
 
 
 class ChatRules(Protocol):
-    """What policy reads of a chat's stored settings (memory.chat_settings.ChatSettings,
+    """What policy reads of a chat's stored settings (memory.chats.settings.ChatSettings,
     known here only by this shape, so the gate loads no storage)."""
 
     @property

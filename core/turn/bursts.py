@@ -20,7 +20,8 @@ from datetime import datetime
 from typing import Generic, TypeVar
 
 from core.messages import ChatType
-from memory.types import ChatKey, IntakeEntry
+from memory.chats.types import ChatKey
+from memory.turns.types import IntakeEntry
 
 T = TypeVar("T")
 # A platform's message time may be whole seconds (Telegram's `date`): recovery allows

@@ -19,7 +19,7 @@ from typing import Literal
 
 from cachetools import LRUCache
 
-from memory.types import ChatKey
+from memory.chats.types import ChatKey
 
 ChimeLevel = Literal["off", "low", "normal"]
 CHIME_LEVELS: tuple[ChimeLevel, ...] = ("off", "low", "normal")

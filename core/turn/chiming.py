@@ -26,7 +26,7 @@ from core.messages import DeliveryError, InboundMessage, OutboundMessage
 from core.text.tokens import TokenCounter
 from core.turn.chime import ChimeLevel, ChimeWindows
 from core.usage.meter import UNATTRIBUTED, ModelCall, UsageMeter, UsageSubject
-from memory.types import NewTurn, Turn
+from memory.turns.types import NewTurn, Turn
 
 log = logging.getLogger(__name__)
 

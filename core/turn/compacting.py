@@ -12,7 +12,7 @@ from core.context.compaction import Compactor
 from core.messages import InboundMessage
 from core.tasks import TaskTracker
 from core.usage.meter import UsageSubject
-from memory.types import Turn
+from memory.turns.types import Turn
 
 
 class BackgroundCompaction:

@@ -30,8 +30,8 @@ from core.messages import (
     OutboundMessage,
     Sent,
 )
-from core.storage import Intake
 from core.streaming import ReplyStream, StreamRecorder
+from memory.turns.types import Intake
 
 log = logging.getLogger(__name__)
 

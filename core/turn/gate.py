@@ -38,7 +38,7 @@ from core.turn.ratelimit import RATE_NOTICE, RateDecision, RateLimiter
 from core.turn.triggers import TriggerPolicy, is_command
 from core.usage.quota import ALLOWED as QUOTA_OK
 from core.usage.quota import QuotaDecision, QuotaGuard
-from memory.types import ChatKey
+from memory.chats.types import ChatKey
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class CommandTable(Protocol):
 
 class ChatSettingsSource(Protocol):
     """A group's stored settings, read through a short cache
-    (memory.chat_settings_cache.CachedChatSettings)."""
+    (memory.chats.settings_cache.CachedChatSettings)."""
 
     async def get(self, key: ChatKey) -> ChatRules: ...
 

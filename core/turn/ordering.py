@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from core.fairness import FairLimiter
-from memory.types import ChatKey
+from memory.chats.types import ChatKey
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,6 @@ from core.inject import inject
 from core.knowledge.citations import Citations
 from core.llm import LLMError
 from core.messages import InboundMessage
-from core.storage import Store
 from core.streaming import ReplyStream
 from core.tasks import TaskTracker
 from core.text.tokens import TokenCounter
@@ -43,7 +42,8 @@ from core.turn.reading import (
 )
 from core.turn.stored_reply import send_stored_reply
 from core.turn.turns import TurnFactory
-from memory.types import ChatKey, IntakeEntry, NewTurn, person_key
+from memory.chats.types import ChatKey, person_key
+from memory.turns.types import IntakeEntry, NewTurn, Store
 
 log = logging.getLogger(__name__)
 

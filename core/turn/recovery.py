@@ -16,13 +16,14 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from core.clock import WallClock, utc_now
-from memory.types import ChatKey, IntakeEntry, IntakeStats
+from memory.chats.types import ChatKey
+from memory.turns.types import IntakeEntry, IntakeStats
 
 log = logging.getLogger(__name__)
 
 
 class OpenTurns(Protocol):
-    """What recovery reads and expires (memory.intake.IntakeStore)."""
+    """What recovery reads and expires (memory.turns.intake.IntakeStore)."""
 
     async def open_entries(self, limit: int = 100) -> list[IntakeEntry]: ...
 

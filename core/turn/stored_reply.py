@@ -11,11 +11,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from core.messages import InboundMessage
-from core.storage import Store
 from core.turn.accepted import reply_for
 from core.turn.delivery import Outbox
 from core.turn.outcomes import ShuttingDown
-from memory.types import IntakeEntry
+from memory.turns.types import IntakeEntry, Store
 
 DUPLICATE_WAIT_S = 120.0  # how long a retried message waits for the first try's answer
 

@@ -13,7 +13,7 @@ from typing import Any
 from core.messages import InboundMessage
 from core.text.tokens import TokenCounter
 from core.tools.loop import TurnDraft
-from memory.types import NewTurn, Role, TurnKind
+from memory.turns.types import NewTurn, Role, TurnKind
 
 
 class TurnFactory:

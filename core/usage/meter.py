@@ -21,9 +21,8 @@ from typing import Any, Literal, Protocol
 from core.clock import WallClock, utc_now
 from core.llm.provider import ChatResult
 from core.messages import InboundMessage
-from core.storage import UsageSink
 from core.text.tokens import TokenCounter, count_messages
-from memory.types import UsageDelta
+from memory.usage.types import UsageDelta, UsageSink
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from cachetools import LRUCache
 
 from core.clock import WallClock, utc_now
 from core.messages import ChatType, InboundMessage
-from core.storage import SpendReader
-from memory.types import ChatKey, DaySpend
+from memory.chats.types import ChatKey
+from memory.usage.types import DaySpend, SpendReader
 
 NOTICE_EVERY = timedelta(hours=1)
 Scope = Literal["user", "group", "global"]

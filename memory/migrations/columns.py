@@ -2,7 +2,8 @@
 
 Why frozen: a migration must build the same schema on every run, for ever, so nothing
 here may change once a migration uses it (a new shape gets a new helper), and nothing
-here reads memory/models.py, whose lengths may move on with a later migration.
+here reads the models (memory/<domain>/models.py), whose lengths may move on with a
+later migration.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Alembic environment for chatterd.
 
-chatterd runs migrations itself (memory/migrate.py) and hands Alembic an open
+chatterd runs migrations itself (memory/db/migrate.py) and hands Alembic an open
 connection through `config.attributes["connection"]`. When Alembic is driven from its
 own command line instead, the URL comes from `sqlalchemy.url` and the database is
 opened here with the same settings chatterd uses (PostgreSQL: the async engine through
@@ -14,9 +14,8 @@ import asyncio
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from memory.migrate import Database, parse_url
-from memory.rows import described_by_models
-from memory.schema import Base
+from memory.db.migrate import Database, parse_url
+from memory.schema import Base, described_by_models
 
 config = context.config
 target_metadata = Base.metadata

@@ -13,9 +13,9 @@ from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, Protocol, cast
 
 from core.messages import InboundMessage, Reply
-from core.storage import Intake
 from core.turn.accepted import notice_for
 from core.turn.delivery import ChannelRoutes, Outbox, Outlet
+from memory.turns.types import Intake
 
 
 class Answering(Protocol):

@@ -16,8 +16,8 @@ from core.knowledge.service import KnowledgeBase
 from core.knowledge.settings import KnowledgeSettings
 from core.media.sandbox import ParseSandbox
 from core.messages import OutboundMessage, Sent
-from memory.knowledge import KnowledgeStore
-from memory.store import open_storage
+from memory.knowledge.store import KnowledgeStore
+from memory.turns.store import open_storage
 from tests.kb_support import opened
 
 LEASE_S = 2.0

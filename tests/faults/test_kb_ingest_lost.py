@@ -22,8 +22,8 @@ from core.jobs.runner import JobRunner
 from core.knowledge.ingest import KIND, IngestRequest, JobIntake, Requester, ingest_handler
 from core.knowledge.reading import SandboxReader
 from core.knowledge.service import KnowledgeBase, Scope
-from memory.knowledge import KnowledgeStore
-from memory.store import SqlStorage
+from memory.knowledge.store import KnowledgeStore
+from memory.turns.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI
 from tests.kb_support import Chat, knowledge, opened, parse_sandbox, run_all
 

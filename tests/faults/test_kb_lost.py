@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from memory.knowledge import DocumentInfo
-from memory.knowledge_folder import KnowledgeFolderDocuments
-from memory.migrate import Database, parse_url
+from memory.db.migrate import Database, parse_url
+from memory.knowledge.folder import KnowledgeFolderDocuments
+from memory.knowledge.types import DocumentInfo
 from tests.fakes.files import make_pdf
 from tests.fakes.openai_server import content_text
 from tests.fakes.telegram_server import entity, group_chat

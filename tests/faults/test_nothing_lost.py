@@ -22,8 +22,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
 from channels.formatting.telegram import render_telegram
-from memory.intake import IntakeStore
-from memory.migrate import Database, parse_url
+from memory.db.migrate import Database, parse_url
+from memory.turns.intake import IntakeStore
 from tests.fakes.onebot_impl import HOLD, FakeOneBot
 from tests.fakes.openai_server import FakeOpenAI, last_user_text
 from tests.fakes.openai_stream import StreamShape

@@ -20,8 +20,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from memory.intake import IntakeStore
-from memory.migrate import Database, parse_url
+from memory.db.migrate import Database, parse_url
+from memory.turns.intake import IntakeStore
 from tests.fakes.onebot_impl import FakeOneBot, sent_text
 from tests.fakes.openai_server import FakeOpenAI, last_user_text
 from tests.faults.daemon import ROOT, Daemon, daemon_env, free_port
@@ -123,7 +123,7 @@ async def test_a_second_replica_that_forgot_the_replicas_setting_refuses_to_star
 
 
 async def _usable_connections(database_url: str) -> int:
-    from memory.capacity import server_limit
+    from memory.db.capacity import server_limit
 
     database = Database(parse_url(database_url), pool_size=1)
     try:

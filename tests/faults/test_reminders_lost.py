@@ -22,8 +22,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from memory.migrate import Database, parse_url
-from memory.reminders import ReminderStore, Run
+from memory.db.migrate import Database, parse_url
+from memory.reminders.store import ReminderStore
+from memory.reminders.types import Run
 from tests.fakes.telegram_server import entity, group_chat, private_chat
 from tests.faults.daemon import TWO_REPLICAS, Daemon
 from tests.faults.test_nothing_lost import PEOPLE, Harness

@@ -1,10 +1,10 @@
-"""Each MCP tool call written to storage (memory/tool_calls.py), for usage and the console."""
+"""Each MCP tool call written to storage (memory/usage/tool_calls.py), for usage and the console."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from memory.tool_calls import ToolCallRecord
+from memory.usage.tool_calls import ToolCallRecord
 
 
 class ToolCallRows(Protocol):

@@ -36,7 +36,7 @@ from core.tools.mcp.permission import Sender
 from core.tools.mcp.render import bound, render_result
 from core.tools.mcp.session import ServerDown, ServerLink, short_error
 from core.tools.registry import Observation, Tool, ToolCall, ToolContext
-from memory.tool_calls import ToolCallRecord
+from memory.usage.tool_calls import ToolCallRecord
 
 log = logging.getLogger(__name__)
 

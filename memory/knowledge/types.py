@@ -1,0 +1,66 @@
+"""The knowledge base as the core sees it: drafts, stored documents and passages, the
+refusal (no SQLAlchemy)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+GLOBAL_SCOPE = "global"  # documents every chat's turns search
+
+
+class KnowledgeRefused(ValueError):
+    """Refused before anything was stored; str(exc) is one line naming the limit."""
+
+
+class TooManyDocuments(ValueError):
+    """A document the store did not accept: its scope already holds `limit` documents,
+    the most it may. Facts only: the words are the core's (core/knowledge/service.py)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the scope already holds {limit} documents (the limit)")
+        self.limit = limit
+
+
+@dataclass(frozen=True)
+class DocumentDraft:
+    scope: str
+    source: str
+    content_hash: str
+    size_bytes: int
+    pages: list[dict[str, str]]
+    added_by: str
+
+
+@dataclass(frozen=True)
+class DocumentInfo:
+    id: int
+    scope: str
+    source: str
+    content_hash: str
+    size_bytes: int
+    state: str
+    chunk_count: int
+    error: str
+    added_by: str
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class ChunkDraft:
+    ordinal: int
+    locator: str
+    text: str
+    terms: str
+    vector: bytes | None  # float32 bytes by the finishing model, or None (embed later)
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    id: int
+    document_id: int
+    scope: str
+    source: str
+    locator: str
+    text: str
