@@ -74,7 +74,8 @@ async def test_bearer_header_and_query_token_are_accepted(
 
 async def test_trailing_slash_path_is_accepted(channel: OneBotChannel, impl: FakeOneBot) -> None:
     link = await impl.connect_reverse(url_of(channel) + "/", token=TOKEN)
-    await link.next_action("get_login_info")
+    # accepted: the channel asks the new connection who it is (next_action fails after 3 s)
+    assert (await link.next_action("get_login_info"))["params"] == {}
 
 
 async def test_api_or_event_role_is_refused(channel: OneBotChannel, impl: FakeOneBot) -> None:
@@ -191,7 +192,7 @@ async def test_no_token_configured_accepts_anyone(impl: FakeOneBot) -> None:
     await start_answering(ch, Recorder())
     try:
         link = await impl.connect_reverse(url_of(ch))
-        await link.next_action("get_login_info")
+        assert (await link.next_action("get_login_info"))["params"] == {}  # accepted
     finally:
         await ch.stop()
 

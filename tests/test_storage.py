@@ -368,10 +368,17 @@ async def test_many_chats_writing_at_once(database_url: str, storage: SqlStorage
 
 
 async def test_chat_lock_is_a_noop_on_sqlite(storage: SqlStorage) -> None:
+    """One process owns a SQLite file, so the chat lock holds nothing: taking it twice never
+    waits, recovery's try-lock finds the chat free meanwhile, and the store stays writable."""
     if storage.dialect != "sqlite":
         pytest.skip("SQLite only")
-    async with storage.chat_lock("telegram", "c1"), storage.chat_lock("telegram", "c1"):
-        pass
+    async with asyncio.timeout(5):  # a lock that waited would fail here, not hang
+        async with storage.chat_lock("telegram", "c1"), storage.chat_lock("telegram", "c1"):
+            async with storage.try_chat_lock("telegram", "c1") as free:
+                assert free is True
+            stored = await storage.add_memory("telegram", "u1", "likes tea", "u1")
+    assert stored is not None
+    assert [m.content for m in await storage.list_memories("telegram", "u1")] == ["likes tea"]
 
 
 async def _until_a_lock_waits(storage: SqlStorage) -> None:
