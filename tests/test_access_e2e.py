@@ -50,10 +50,7 @@ QQ_GROUP = 30003
 OTHER_GROUP = 30004
 
 
-@pytest.fixture
-async def chat() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply=echo_last_user, model="chat-model") as fake:
-        yield fake
+FAKE_CHAT = {"reply": echo_last_user}  # served by conftest.py's `chat` fixture
 
 
 @pytest.fixture

@@ -10,13 +10,10 @@ requester's usage, the plain out-of-steps wording, and the `[jobs] spawn_allow` 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from bot.wiring.app import Seams
 from channels.onebot.channel import OneBotChannel
@@ -73,10 +70,7 @@ def shopping(steps: int) -> Any:
     return answer
 
 
-@pytest.fixture
-async def model() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply=shopping(2), model="chat-model") as fake:
-        yield fake
+FAKE_CHAT = {"reply": shopping(2)}  # served by conftest.py's `model` fixture
 
 
 async def test_a_background_task_answers_as_a_reply_after_a_multi_step_loop(

@@ -14,7 +14,7 @@ import base64
 import hashlib
 import io
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,16 +88,10 @@ def command(text: str) -> list[dict[str, Any]]:
     return [entity("bot_command", text, text.split()[0])]
 
 
-@pytest.fixture
-async def chat() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply=chat_model, model="chat-model") as fake:
-        yield fake
+FAKE_CHAT = {"reply": chat_model}  # served by conftest.py's `chat` fixture
 
 
-@pytest.fixture
-async def vision() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply=DESCRIPTION, model="vision-model") as fake:
-        yield fake
+FAKE_VISION = {"reply": DESCRIPTION}  # served by conftest.py's `vision` fixture
 
 
 def test_the_test_png_decodes_as_a_real_image() -> None:

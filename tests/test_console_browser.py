@@ -15,7 +15,6 @@ line saying what to install (tests/conftest.py prints it).
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -59,10 +58,7 @@ def browser_available() -> bool:
     return CHROMIUM.exists() and async_playwright is not None
 
 
-@pytest.fixture
-async def model() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply="Happy to help.", model="chat-model") as fake:
-        yield fake
+FAKE_CHAT = {"reply": "Happy to help."}  # served by conftest.py's `model` fixture
 
 
 async def say_in_group(tg: FakeTelegram, text: str) -> None:

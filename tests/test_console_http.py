@@ -38,10 +38,7 @@ STORED_GROUP = f"group:{GROUP}"  # HTTP groups are stored apart from private cha
 USER = "u<1>"
 
 
-@pytest.fixture
-async def model() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply="fine, thanks", model="chat-model") as fake:
-        yield fake
+FAKE_CHAT = {"reply": "fine, thanks"}  # served by conftest.py's `model` fixture
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ import shutil
 import socket
 import subprocess
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -133,10 +133,11 @@ def volumes() -> Iterator[dict[str, str]]:
     _podman("volume", "rm", "-f", *names.values(), check=False)
 
 
-@pytest.fixture
-async def model() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply=echo_last_user) as fake:
-        yield fake
+# served by conftest.py's `model` fixture
+FAKE_CHAT = {
+    "reply": echo_last_user,
+    "model": "fake-model",
+}
 
 
 class Container:

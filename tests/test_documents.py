@@ -7,7 +7,6 @@ model was asked, what the Bot API was asked (getFile) and what was stored.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -80,10 +79,7 @@ def test_text_json_and_char_limit() -> None:
 # -- end to end through Telegram ------------------------------------------------------
 
 
-@pytest.fixture
-async def chat() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply="Here is the summary.", model="chat-model") as fake:
-        yield fake
+FAKE_CHAT = {"reply": "Here is the summary."}  # served by conftest.py's `chat` fixture
 
 
 def telegram(tg: FakeTelegram) -> dict[str, Any]:

@@ -40,10 +40,7 @@ QQ_SELF = 10001
 QQ_ADMIN = 20002
 
 
-@pytest.fixture
-async def model() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply="Sure.", model="chat-model") as fake:
-        yield fake
+FAKE_CHAT = {"reply": "Sure."}  # served by conftest.py's `model` fixture
 
 
 def tg_settings(tmp_path: Path, url: str, model: FakeOpenAI, tg: FakeTelegram) -> Settings:

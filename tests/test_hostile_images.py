@@ -14,7 +14,6 @@ import asyncio
 import io
 import struct
 import zlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -57,16 +56,10 @@ def chat_model(body: dict[str, Any]) -> str:
     return "echo: " + (last_user_text(body) or "").splitlines()[0]
 
 
-@pytest.fixture
-async def chat() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply=chat_model, model="chat-model") as fake:
-        yield fake
+FAKE_CHAT = {"reply": chat_model}  # served by conftest.py's `chat` fixture
 
 
-@pytest.fixture
-async def vision() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply=DESCRIPTION, model="vision-model") as fake:
-        yield fake
+FAKE_VISION = {"reply": DESCRIPTION}  # served by conftest.py's `vision` fixture
 
 
 def last_user(chat: FakeOpenAI) -> str:

@@ -38,10 +38,7 @@ def chat_model(body: dict[str, Any]) -> str:
     return "echo: " + (last_user_text(body) or "").splitlines()[0][:40]
 
 
-@pytest.fixture
-async def chat() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply=chat_model, model="chat-model") as fake:
-        yield fake
+FAKE_CHAT = {"reply": chat_model}  # served by conftest.py's `chat` fixture
 
 
 @pytest.fixture

@@ -28,10 +28,11 @@ def answer_what_was_said(body: dict[str, Any]) -> str:
     return "answer: " + (last_user_text(body) or "").split("]: ", 1)[-1]
 
 
-@pytest.fixture
-async def model() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply=answer_what_was_said) as fake:
-        yield fake
+# served by conftest.py's `model` fixture
+FAKE_CHAT = {
+    "reply": answer_what_was_said,
+    "model": "fake-model",
+}
 
 
 @pytest.fixture

@@ -29,10 +29,7 @@ def echo(body: dict[str, Any]) -> str:
     return "ok: " + (last_user_text(body) or "").split("]: ", 1)[-1]
 
 
-@pytest.fixture
-async def model() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply=echo) as fake:
-        yield fake
+FAKE_CHAT = {"reply": echo, "model": "fake-model"}  # served by conftest.py's `model` fixture
 
 
 @pytest.fixture

@@ -23,10 +23,7 @@ from tests.fakes.page_server import ARTICLE_SENTENCE, PageServer
 ADMIN = "ops"
 
 
-@pytest.fixture
-async def model() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply="It reopened on Monday [1].", model="chat-model") as fake:
-        yield fake
+FAKE_CHAT = {"reply": "It reopened on Monday [1]."}  # served by conftest.py's `model` fixture
 
 
 @pytest.fixture

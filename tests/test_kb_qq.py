@@ -10,11 +10,8 @@ admin is refused.
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from channels.onebot.channel import OneBotChannel
 from tests.fakes.files import make_pdf
@@ -27,10 +24,7 @@ CLUB, OTHER = 30003, 30004
 MINUTES = "Minutes: the committee approved a budget of 4,300 yuan for the spring outing."
 
 
-@pytest.fixture
-async def model() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply="Noted.", model="chat-model") as fake:
-        yield fake
+FAKE_CHAT = {"reply": "Noted."}  # served by conftest.py's `model` fixture
 
 
 def text(value: str) -> dict[str, Any]:

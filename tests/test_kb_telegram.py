@@ -8,11 +8,8 @@ group is refused. Embeddings from the fake OpenAI server's `/v1/embeddings`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.fakes.files import make_pdf
 from tests.fakes.openai_server import FakeOpenAI, content_text
@@ -26,10 +23,7 @@ PAGE_ONE = "Welcome to the reading club handbook."
 PAGE_TWO = "Quarterly revenue of the club shop grew by twelve percent thanks to used books."
 
 
-@pytest.fixture
-async def chat() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply="Noted.", model="chat-model") as fake:
-        yield fake
+FAKE_CHAT = {"reply": "Noted."}  # served by conftest.py's `chat` fixture
 
 
 async def say(tg: FakeTelegram, group: dict[str, Any], who: dict[str, Any], text: str, **f: Any):

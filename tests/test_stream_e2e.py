@@ -8,11 +8,8 @@ reply, formatted, once.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from channels.formatting.telegram import render_telegram
 from memory.turns.store import SqlStorage
@@ -39,10 +36,7 @@ def model(body: dict[str, Any]) -> str:
     return "Let me note that. [Remember: likes green tea] one moment"
 
 
-@pytest.fixture
-async def chat() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply=model, model="chat-model", stream_shape=SLOW) as fake:
-        yield fake
+FAKE_CHAT = {"reply": model, "stream_shape": SLOW}  # served by conftest.py's `chat` fixture
 
 
 def shown_texts(tg: FakeTelegram, chat_id: int) -> list[str]:

@@ -4,8 +4,6 @@ real Server-Sent Events, cut into small pieces so markers arrive split."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from core.llm import LLMError, OpenAIProvider
@@ -46,17 +44,9 @@ def test_status_line_names_the_tool_and_its_argument() -> None:
     assert REGISTRY.status_line(calls) == "🔎 searching: weather paris\n📝 noting that down"
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply="(unscripted)") as server:
-        yield server
-
-
-@pytest.fixture
-async def llm(fake: FakeOpenAI) -> AsyncIterator[OpenAIProvider]:
-    provider = OpenAIProvider(fake.base_url, "sk-test", "fake-model", timeout_s=5, max_retries=0)
-    yield provider
-    await provider.close()
+# conftest.py's `fake` and `llm` fixtures serve these
+FAKE_OPENAI = {"reply": "(unscripted)"}
+PROVIDER_DEFAULTS = {"api_key": "sk-test", "model": "fake-model"}
 
 
 class Shown:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,17 +44,9 @@ class ScriptedSearch:
         return answer
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply="(unscripted)") as server:
-        yield server
-
-
-@pytest.fixture
-async def llm(fake: FakeOpenAI) -> AsyncIterator[OpenAIProvider]:
-    provider = OpenAIProvider(fake.base_url, "sk-test", "fake-model", timeout_s=5, max_retries=0)
-    yield provider
-    await provider.close()
+# conftest.py's `fake` and `llm` fixtures serve these
+FAKE_OPENAI = {"reply": "(unscripted)"}
+PROVIDER_DEFAULTS = {"api_key": "sk-test", "model": "fake-model"}
 
 
 def _loop(llm: OpenAIProvider, backend: Any, **kwargs: Any) -> ToolLoop:

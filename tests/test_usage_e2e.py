@@ -83,10 +83,7 @@ def clock() -> ManualWallClock:
     return ManualWallClock(START)
 
 
-@pytest.fixture
-async def chat() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply="plain answer", model="chat-model") as fake:
-        yield fake
+FAKE_CHAT = {"reply": "plain answer"}  # served by conftest.py's `chat` fixture
 
 
 def command(text: str) -> list[dict[str, Any]]:

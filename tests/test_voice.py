@@ -15,8 +15,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from bot.config import Settings
 from bot.wiring.app import App
 from channels.onebot.channel import OneBotChannel
@@ -34,10 +32,7 @@ REPLY = "It is sunny today."
 QQ_SELF = 10001
 
 
-@pytest.fixture
-async def model() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply=REPLY, model="chat-model") as fake:
-        yield fake
+FAKE_CHAT = {"reply": REPLY}  # served by conftest.py's `model` fixture
 
 
 def tg_settings(
