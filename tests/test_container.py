@@ -33,7 +33,9 @@ import pytest
 
 from tests.fakes.openai_server import FakeOpenAI, echo_last_user
 
-pytestmark = pytest.mark.container
+# The module's image fixture runs in the first test's setup: a build may take up to its own
+# 1,800 s bound, past the suite's default per-test timeout.
+pytestmark = [pytest.mark.container, pytest.mark.timeout(2400)]
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_ENV = "CHATTERD_CONTAINER_BASE"  # the BASE_IMAGE to build on (must be local)
