@@ -37,6 +37,7 @@ from bot.wiring.models import (
     vision_model,
     vision_reader,
 )
+from bot.wiring.moderation import build_moderation
 from bot.wiring.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
 from bot.wiring.reminders import add_commands, add_remind_tool, build_reminders, build_scheduler
 from bot.wiring.shared_media import SharedMedia
@@ -48,6 +49,7 @@ from core.context.tail import turn_material
 from core.jobs.runner import JobRunner
 from core.llm import FallbackProvider, LLMProvider
 from core.media.vision import VisionReader
+from core.moderation.platform import Platforms
 from core.reminders.scheduler import Scheduler
 from core.reminders.service import Reminders
 from core.text.tokens import get_counter
@@ -192,11 +194,7 @@ class App:
                 private=BurstWindow(settings.private.burst_ms, settings.private.burst_max_ms),
             ),
         )
-        if self._seams.storage is not None:
-            self.storage = self._seams.storage
-        else:
-            self.storage = await open_daemon_storage(settings)
-            self._stack.push_async_callback(self.storage.close)
+        self.storage = self._seams.storage or await self._own_storage(settings)
         self.chat_settings = chat_settings = CachedChatSettings(self.storage.chat_settings)
         await chat_settings.warm()  # so "typing" is never shown in a denied group
         self.reminders = build_reminders(settings, self.storage, chat_settings, self._clock)
@@ -226,7 +224,7 @@ class App:
             clock=self._clock,  # the trusted time block too (a test's clock crosses minutes)
         )
         assert self.storage is not None
-        admins = admins_of(settings)  # the one admin decision, for everything that asks
+        admins = admins_of(settings, Platforms(self.routes))  # the one admin decision
         mcp = self.mcp = await start_mcp_tools(settings, self.storage, counter, self._stack, admins)
         jobs, resolver = self.storage.jobs, self._seams.links_resolver
         self._drawing = build_drawing(settings, jobs, self._stack, self._clock, admins, resolver)
@@ -290,6 +288,7 @@ class App:
                 settings, self.storage, self.processor, chat_settings, self._clock, outbox, access
             )
         quota = QuotaGuard(limits, self.storage.usage, clock=self._clock)
+        mod = build_moderation(settings, self.storage, self.routes, outbox, admins, llm, commands)
         dispatcher = build_gate(
             settings,
             processor=self.processor,
@@ -306,6 +305,7 @@ class App:
                 chat_settings=chat_settings,
                 clock=self._clock,
             ),
+            moderation=mod,
         )
         return TurnPath(self.storage, self.processor, commands, dispatcher, self.recovery)
 
@@ -383,6 +383,11 @@ class App:
         )
         self.console = console_site(deps, web.password.get_secret_value())
         return self.console
+
+    async def _own_storage(self, settings: Settings) -> SqlStorage:
+        storage = await open_daemon_storage(settings)
+        self._stack.push_async_callback(storage.close)
+        return storage
 
     async def _stop_recovery(self, task: asyncio.Task[None]) -> None:
         self._recovery_stop.set()
