@@ -29,7 +29,10 @@ USAGE = (
     "warn|delete|mute <N>m|kick (or off) · /mod links delete|mute <N>m|off · "
     "/mod rules [text] · /mod report (as an answer) · /mod approve|decline <id> · /mod log"
 )
-FLOOD_USAGE = "Usage: /mod flood <count>/<seconds>s <action>, e.g. /mod flood 5/10s mute 10m (or /mod flood off)"
+FLOOD_USAGE = (
+    "Usage: /mod flood <count>/<seconds>s <action>, e.g. /mod flood 5/10s mute 10m "
+    "(or /mod flood off)"
+)
 MEMBER = "Only the group's admins can change its moderation."
 _FLOOD = re.compile(r"^(\d{1,4})/(\d{1,5})s$")
 
@@ -164,6 +167,7 @@ class ModCommand:
             who = clean_name(a.user_name, a.user_id)
             state = "" if a.state == "done" else f" [{a.state.replace('_', ' ')}]"
             lines.append(
-                f"#{a.id} {a.created_at:%Y-%m-%d %H:%M} {what} {who}: {a.reason} ({a.source}){state}"
+                f"#{a.id} {a.created_at:%Y-%m-%d %H:%M} {what} {who}: {a.reason} "
+                f"({a.source}){state}"
             )
         return "\n".join(lines)

@@ -49,7 +49,6 @@ from core.context.tail import turn_material
 from core.jobs.runner import JobRunner
 from core.llm import FallbackProvider, LLMProvider
 from core.media.vision import VisionReader
-from core.moderation.platform import Platforms
 from core.reminders.scheduler import Scheduler
 from core.reminders.service import Reminders
 from core.text.tokens import get_counter
@@ -79,11 +78,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Seams:
-    """What a test or benchmark puts in place of the part the settings would build.
-
-    None builds the real part; the daemon passes no seams. The model is no seam: point
-    `[llm] base_url` (and `[vision] base_url`) at a fake server instead.
-    """
+    """What a test or benchmark puts in place of the part the settings would build (None:
+    the real part). The model is no seam: point `[llm] base_url` at a fake server instead."""
 
     storage: SqlStorage | None = None  # opened by the caller, who also closes it
     search: SearchBackend | None = None  # instead of DuckDuckGo
@@ -136,8 +132,7 @@ class App:
         # Reminders (/remind, /schedule): sent through the one door (core/turn/delivery.py).
         self.reminders: Reminders | None = None
         self.scheduler: Scheduler | None = None
-        # Work that outlives a turn (core/jobs/runner.py); features register their kinds.
-        self.jobs: JobRunner | None = None
+        self.jobs: JobRunner | None = None  # work that outlives a turn (core/jobs/runner.py)
         self._drawing: Drawing | None = None  # pictures ([images]), when enabled
         self.knowledge: DaemonKnowledge | None = None  # [knowledge]: /kb, passages, the tool
 
@@ -194,7 +189,11 @@ class App:
                 private=BurstWindow(settings.private.burst_ms, settings.private.burst_max_ms),
             ),
         )
-        self.storage = self._seams.storage or await self._own_storage(settings)
+        if self._seams.storage is not None:
+            self.storage = self._seams.storage
+        else:
+            self.storage = await open_daemon_storage(settings)
+            self._stack.push_async_callback(self.storage.close)
         self.chat_settings = chat_settings = CachedChatSettings(self.storage.chat_settings)
         await chat_settings.warm()  # so "typing" is never shown in a denied group
         self.reminders = build_reminders(settings, self.storage, chat_settings, self._clock)
@@ -223,8 +222,7 @@ class App:
             turn_material=turn_material(settings),
             clock=self._clock,  # the trusted time block too (a test's clock crosses minutes)
         )
-        assert self.storage is not None
-        admins = admins_of(settings, Platforms(self.routes))  # the one admin decision
+        admins = admins_of(settings, self.routes)  # the one admin decision, for all that ask
         mcp = self.mcp = await start_mcp_tools(settings, self.storage, counter, self._stack, admins)
         jobs, resolver = self.storage.jobs, self._seams.links_resolver
         self._drawing = build_drawing(settings, jobs, self._stack, self._clock, admins, resolver)
@@ -383,11 +381,6 @@ class App:
         )
         self.console = console_site(deps, web.password.get_secret_value())
         return self.console
-
-    async def _own_storage(self, settings: Settings) -> SqlStorage:
-        storage = await open_daemon_storage(settings)
-        self._stack.push_async_callback(storage.close)
-        return storage
 
     async def _stop_recovery(self, task: asyncio.Task[None]) -> None:
         self._recovery_stop.set()

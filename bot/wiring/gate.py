@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from bot.config import Settings
 from channels.http.chat_ids import GROUP, stored_group_id
-from core.admins import Admins, GroupRoles
+from core.admins import Admins
+from core.moderation.platform import Platforms
 from core.turn.access import AccessRules
 from core.turn.chiming import ChimeIn
-from core.turn.delivery import Outbox
+from core.turn.delivery import ChannelRoutes, Outbox
 from core.turn.gate import ChatSettingsSource, CommandTable, Gate, Hear, Moderator
 from core.turn.processor import MessageProcessor
 from core.turn.ratelimit import RateLimiter
@@ -20,12 +21,13 @@ from core.usage.quota import QuotaGuard
 from memory.chats.types import ChatKey
 
 
-def admins_of(settings: Settings, roles: GroupRoles | None = None) -> Admins:
+def admins_of(settings: Settings, routes: ChannelRoutes | None = None) -> Admins:
     """The one admin decision (core/admins.py) over `[bot] admins`, and with `[moderation]
-    group_admins` a group's own owner and admins, as the message says or `roles` (the
-    channels) answer; built once per daemon."""
+    group_admins` a group's own owner and admins, as the message says or the started
+    channels (`routes`) answer; built once per daemon."""
     mod = settings.moderation
     group_admins = mod.enabled and mod.group_admins
+    roles = Platforms(routes) if routes is not None else None
     return Admins(frozenset(settings.bot.admins), group_admins=group_admins, roles=roles)
 
 

@@ -446,8 +446,5 @@ class TelegramChannel:
     async def member_role(self, chat_id: str, user_id: str) -> str | None:
         return await self._members.role(chat_id, user_id) if self._members else None
 
-    async def member_name(self, chat_id: str, user_id: str) -> str | None:
-        return None  # a joining member's name comes with the update
-
     def _redact(self, text: str) -> str:
         return text.replace(self._token, "<token>") if self._token else text

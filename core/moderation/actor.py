@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Protocol
 
 from core.inject import clean_name
 from core.messages import OutboundMessage
@@ -24,7 +25,7 @@ NO_RIGHTS = "I can't {what} here: I don't have the rights in this group (make me
 WARNING = "{name}, please keep to the group's rules: {reason}"
 
 
-class Tell:
+class Tell(Protocol):
     """The one door out (core.turn.delivery.Outbox.tell)."""
 
     async def tell(self, outbound: OutboundMessage) -> bool: ...

@@ -201,7 +201,8 @@ class Moderation:
         if penalty.kind == "none":
             return f"Report #{proposal.id}: no action proposed. {reason}".strip()
         return (
-            f"Proposal #{proposal.id}: {penalty.label()} for {name}: {reason or 'no reason given'}. "
+            f"Proposal #{proposal.id}: {penalty.label()} for {name}: "
+            f"{reason or 'no reason given'}. "
             f"Nothing happens until an admin answers /mod approve {proposal.id} "
             f"(or /mod decline {proposal.id})."
         )

@@ -42,9 +42,6 @@ class Moderates(Protocol):
     async def member_role(self, chat_id: str, user_id: str) -> str | None:
         """ "owner", "admin", "member", or None (unknown, or not a group)."""
 
-    async def member_name(self, chat_id: str, user_id: str) -> str | None:
-        """The member's display name where the platform says it."""
-
 
 class Outlets(Protocol):
     """The started channels by platform name (core.turn.delivery.ChannelRoutes)."""
