@@ -36,6 +36,7 @@ from bot.sections import (
     JobsConfig,
     LimitsConfig,
     LlmConfig,
+    ModerationConfig,
     PrivateConfig,
     RemindersConfig,
     StorageConfig,
@@ -89,6 +90,7 @@ class Settings(BaseSettings):
     jobs: JobsConfig = JobsConfig()
     images: ImagesConfig = ImagesConfig()
     knowledge: KnowledgeSettings = KnowledgeSettings()  # core/knowledge/settings.py
+    moderation: ModerationConfig = ModerationConfig()  # /mod (core/moderation/)
 
     @model_validator(mode="after")
     def _telegram_rate_limit_moved(self) -> Settings:

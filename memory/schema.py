@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import memory.jobs.models  # noqa: F401 (registers its tables on Base.metadata)
 import memory.knowledge.models  # noqa: F401 (registers its tables on Base.metadata)
+import memory.moderation.models  # noqa: F401 (registers its tables on Base.metadata)
 import memory.reminders.models  # noqa: F401 (registers its tables on Base.metadata)
 from memory.db.base import Base
 from memory.knowledge.models import KNOWLEDGE_FTS

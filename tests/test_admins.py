@@ -40,7 +40,7 @@ async def rig(
 ) -> AsyncIterator[Rig]:
     """The daemon's turn path with no configured admins and OneGroupsAdmin as the decision;
     `fake` (the conftest's) serves the knowledge base's embeddings."""
-    monkeypatch.setattr("bot.wiring.app.admins_of", lambda settings: OneGroupsAdmin())
+    monkeypatch.setattr("bot.wiring.app.admins_of", lambda settings, *roles: OneGroupsAdmin())
     knowledge = {"embeddings": "openai", "base_url": fake.base_url, "model": "embed-test"}
     async with build_rig(
         storage,
