@@ -1,5 +1,5 @@
 """The whole schema: every table family's models, gathered for Alembic's autogenerate and
-the schema test (tests/test_storage.py), which compare the migrations with `Base.metadata`.
+the schema test (tests/memory/test_storage.py), which compare the migrations with `Base.metadata`.
 
 Why a module of its own: the stores import only the table family they use; whatever needs
 every table imports this.
