@@ -1,5 +1,5 @@
 """The tables of chats and people (users, chats, chat settings, chat owners), and the
-columns by which other tables name a chat (ChatAddress, WorkOriginColumns)."""
+columns by which other tables name a chat (ChatKeyColumns, ChatAddress, WorkOriginColumns)."""
 
 from __future__ import annotations
 
@@ -51,12 +51,18 @@ class Chat(Base):
     turn_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
-class ChatAddress:
-    """The chat a message came from or a reminder goes to, by the platform's own id and
-    kind as the message named them (intake and reminders share these columns)."""
+class ChatKeyColumns:
+    """A chat by the platform's name and the platform's own id: the key of every table
+    kept per chat (moderation's rules, actions, members and proposals)."""
 
     platform: Mapped[str] = mapped_column(String(PLATFORM_LEN))
     chat_id: Mapped[str] = mapped_column(String(ID_LEN))
+
+
+class ChatAddress(ChatKeyColumns):
+    """The chat a message came from or a reminder goes to, by the platform's own id and
+    kind as the message named them (intake and reminders share these columns)."""
+
     chat_type: Mapped[str] = mapped_column(String(KIND_LEN))
 
 
