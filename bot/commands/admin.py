@@ -2,12 +2,10 @@
 
 `/bot on|off`, `/bot allow|deny`, `/bot chime off|low|normal` (groups),
 `/bot persona <text>`, `/bot wake <word>`,
-`/bot reset-settings`, `/bot status`. Why these live in the database
-(memory/chats/settings.py) and not in the config: an operator opens a group or gives it
-a persona from the chat itself, and the change survives a restart and reaches every
-replica. The rules that read them are core/turn/access.py (where the bot serves),
-core/turn/triggers.py (wake words) and the processor's persona lookup; this module only
-changes the settings and explains them.
+`/bot reset-settings`, `/bot status`. Why these live in the database and not in the
+config: an operator opens a group or gives it a persona from the chat itself, and the
+change survives a restart and reaches every replica. This module only changes the
+settings and explains them.
 """
 
 from __future__ import annotations

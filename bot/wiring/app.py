@@ -367,7 +367,7 @@ class App:
         root = logging.getLogger()
         root.addHandler(errors)
         self._stack.callback(root.removeHandler, errors)
-        from bot.console import ConsoleDeps, console_site  # only when served (a few MiB)
+        from bot.console import ConsoleDeps, console_site  # only when served
 
         deps = ConsoleDeps(
             settings=self.settings,

@@ -1,9 +1,8 @@
 """Background tasks in the daemon: the desk and the `spawn` tool from `[jobs]`, and the
 "task" job kind run by the turns' own tool loop (same registry, MCP servers, meter).
 
-Why a module of its own: bot/wiring/app.py stays a table of parts; the limits a task
-runs under (`[jobs] spawn_allow`, `max_steps`, `max_tokens`, `max_per_user`) are read
-from the settings here.
+The limits a task runs under (`[jobs] spawn_allow`, `max_steps`, `max_tokens`,
+`max_per_user`) are read from the settings here.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The chime-in's parts, from `[groups]` and the App's own pieces.
 
-Why here and not in app.py: the App only hands over what it already built (the chat
-model, the outbox, the usage meter, the quota guard, the per-chat settings); which of
-them the chime-in uses, and how the quota reads for a message nobody addressed, is this
-module's one job.
+The App hands over what it already built; this decides which of them the chime-in uses
+and how the quota reads for a message nobody addressed.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Pictures in the daemon (`[images]`): the provider, the desk, the job kind, the tool
 and `/draw`, built from the settings when `[images] enabled`.
 
-Why a module of its own: bot/wiring/app.py stays a table of parts; the key fallbacks
-(`[images]` base_url and api_key default to `[llm]`'s, as `[vision]`'s do) and the
-safe fetcher for providers that answer with a URL are decided here.
+The key fallbacks (`[images]` base_url and api_key default to `[llm]`'s, as `[vision]`'s
+do) and the safe fetcher for providers that answer with a URL are decided here.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The job runner's wiring: one runner per process, its kinds registered by the features
 that need one (pictures, background tasks, documents being indexed).
 
-Why a module of its own: bot/wiring/app.py stays a table of parts; the runner's worker
-name, its limits and which kinds it runs are decided here.
+The runner's worker name, its limits and which kinds it runs are decided here.
 """
 
 from __future__ import annotations

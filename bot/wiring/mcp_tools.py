@@ -1,7 +1,6 @@
 """The operator's MCP servers as tools, started with the daemon and stopped with it.
 
-Why a module of its own: the MCP SDK is imported only when `[mcp] servers` names one, and
-the App only needs the started tools (or None) back.
+The MCP SDK is imported only when `[mcp] servers` names one.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Config sections for what people share: `[links]`, `[documents]`, `[voice]`.
 
-Kept apart from bot/config.py so the shared file only gains three lines; the sections
-follow the same rules (unknown keys are errors, a bad value names its key).
+The sections follow the config's rules: unknown keys are errors, a bad value names its
+key.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The model endpoints the daemon talks to, built from the settings: the chat model (an
 endpoint or the embedded llama.cpp), the vision reader's model, and the summariser.
 
-Why apart from app.py: which endpoint, which key, which fallbacks and when the embedded
-model starts is one job; the composition root only asks for the providers and keeps them
-open on its exit stack.
+Which endpoint, which key, which fallbacks and when the embedded model starts; the
+composition root only keeps the providers open on its exit stack.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The reminders' wiring: the service, the scheduler and its gate, built from Settings,
 and the commands and the model's tool that use them.
 
-Why a module of its own: bot/wiring/app.py stays the one composition root with a few lines for
-reminders, and the rules that need the daemon's policy (core/turn/access.py: a blocked owner,
-a group switched off or denied gets nothing) are decided here, once, for the scheduler.
+The rules that need the daemon's policy (core/turn/access.py: a blocked owner, a group
+switched off or denied gets nothing) are decided here, once, for the scheduler.
 """
 
 from __future__ import annotations

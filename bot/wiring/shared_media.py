@@ -1,8 +1,7 @@
 """Builds the readers for what people share (`[links]`, `[documents]`, `[voice]`).
 
-Its own module so bot/wiring/app.py gains a few lines, not fifty: the safe fetcher for links,
-the page reader (also behind the `[Read: url]` tool), document limits and the speech
-service, each from its config section.
+The safe fetcher for links, the page reader (also behind the `[Read: url]` tool),
+document limits and the speech service, each from its config section.
 """
 
 from __future__ import annotations

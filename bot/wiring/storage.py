@@ -1,8 +1,8 @@
 """Opening the database for the daemon: migrations in a child process, then the pools,
 sized so that every replica fits the server (PostgreSQL's max_connections).
 
-Why apart from app.py: how many connections a replica may hold, and refusing to start
-when they cannot fit, is storage policy; the composition root only asks for a store.
+How many connections a replica may hold, and refusing to start when they cannot fit, is
+storage policy.
 """
 
 from __future__ import annotations

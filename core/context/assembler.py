@@ -1,23 +1,14 @@
 """Assemble a system prompt from prioritised components under an exact token budget.
 
-Why: the system prompt holds material of very different value (identity, session rules,
-memory, search results). When it does not fit, the least important material must go
-first, cut at a readable boundary and marked, and the caller must learn exactly what
-was kept. Counts are of the assembled text itself, headers and separators included.
+When it does not fit, the least important material goes first, cut at a readable
+boundary and marked, and the caller learns exactly what was kept. A component marked
+`tail` (this turn's own material) renders as a second text (`assembled_tail`) sent after
+the history, so the stable part stays an identical prefix; priorities span both.
 
-Cutting one component at a readable boundary is core/context/truncation.py's job.
-
-Two places: a component marked `tail` is this turn's own material (time, session, the
-sender's memory, retrieved text). Priorities and the budget span both places, but the
-tail renders as a text of its own (`assembled_tail`), which the builder sends after the
-history so the stable part stays an identical prefix from request to request.
-
-Exactness without recounting the whole prompt: sections are "# NAME\\ncontent" joined by
-a blank line. For a regex-pretokenizing BPE (o200k/cl100k, `counter.pretokenized`), a
-newline followed by "#" is always a piece boundary, so the prompt's count is the sum of
-count(section + "\\n\\n") over all sections but the last, plus count(last section). Each of
-those is cached per component, so re-assembling after one component changed only
-tokenizes that component. Other counters (estimates, custom) get a full recount.
+Exact without recounting: sections are "# NAME\\ncontent" joined by a blank line, and
+for a regex-pretokenizing BPE (`counter.pretokenized`) a newline before "#" is always a
+piece boundary, so the total is the sum of per-component counts, each cached. Other
+counters get a full recount.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The budget arithmetic both context builders share: which counter, what framing costs,
 how much of the oldest material must go.
 
-Why a module of its own: the engine (stored turns, system components) and
-`ChunkContextBuilder` (typed chunks) fit different material, but they must agree on
-the rules underneath, or one of them would hand the model more than the window: the
-counter a name or None stands for, the tokens a chat message costs beyond its content
-(`count_messages`' own rule, never a copy of it), and how many of the oldest items to
-drop when an exact recount comes out over the limit.
+The engine and `ChunkContextBuilder` fit different material but must agree on these
+rules, or one of them would hand the model more than the window. The framing cost is
+`count_messages`' own rule, never a copy of it.
 """
 
 from __future__ import annotations

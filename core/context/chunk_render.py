@@ -1,11 +1,7 @@
 """Tags and escaping: how a chunk becomes `<tag id=".." k="v"> \\nbody \\n</tag>` text.
 
-Why a module of its own: the tag table and the way a chunk's id, metadata and content
-are put inside its tag are the safety boundary of chunk rendering (user text must never
-pose as another kind of chunk). Kept apart from the budget arithmetic of the chunk
-builder (core/context/seed/chunks.py), they can be read and tested on their own; the
-daemon's compaction renders its summary with them. The escaping rules themselves are
-core/text/escaping.py's.
+The tag table and the way a chunk's id, metadata and content go inside its tag are the
+safety boundary of chunk rendering: user text must never pose as another kind of chunk.
 
 Content that is not text (a tool call's arguments, a JSON result) is rendered as the
 compact JSON in `Chunk.text` and neutralised like any text; a registered renderer is

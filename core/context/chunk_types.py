@@ -1,9 +1,6 @@
 """The chunk data types: what a chunk build takes and what it gives back.
 
-Why a module of its own: Chunk, ChunkType and ChunkLog (the input) and
-ContextBuildResult with its IdRanges (the output) are plain validated values that
-depend on neither rendering nor token counting; the renderer (chunk_render.py) and the
-builder (seed/chunks.py) both build on them.
+Plain validated values that depend on neither rendering nor token counting.
 """
 
 from __future__ import annotations
@@ -160,7 +157,7 @@ class ChunkLog(Sequence[Chunk]):
     """An append-only chunk history that indexes its pinned (system/environment) chunks.
 
     Pass one to `build` for long histories: the builder then finds pinned chunks without
-    scanning, and a build costs the same at 100,000 chunks as at 1,000.
+    scanning, so a build's cost does not grow with the history.
     """
 
     def __init__(self, chunks: Iterable[Chunk] = ()) -> None:

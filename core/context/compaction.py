@@ -1,12 +1,10 @@
 """Long chats: fold the history that no longer fits into a model-written summary.
 
-Why: fitting history newest-first means a long chat forgets its beginning abruptly;
-the user who set the topic fifty messages ago is suddenly a stranger. When enough turns
-have fallen out of the window, the model writes a `progress_summary` of them (merged
-with the previous summary) in the background; it is stored as a turn of kind `summary`
-and shown at the top of later contexts, which then leave out the turns it covers: the
-storage read that fetches a turn's material (`turn_material`) returns only the turns
-after the chat's latest summary, so what falls out of a context is never summarized twice.
+Why: fitting history newest-first makes a long chat forget its beginning abruptly. When
+enough turns have fallen out of the window, the model writes a `progress_summary` of
+them (merged with the previous one) in the background, stored as a turn of kind
+`summary`; `turn_material` returns only the turns after the chat's latest summary, so
+nothing is summarized twice.
 
 Isolation: a summary belongs to one chat and is built only from that chat's stored
 turns (never from memories or the system prompt), so it reaches exactly the contexts

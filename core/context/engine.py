@@ -1,17 +1,10 @@
 """ContextEngine: the daemon's one path from a turn's material to what the model sees.
 
-Why one engine: the system prompt (identity, persona files, skills, per-turn rules and
-memory), the fitted history and the current message share one token window. Building
-them in one place lets the budget be exact (system + history + current + reply reserve
-<= window, counted as `count_messages` counts) and the report say precisely what was
-kept and dropped. The engine keeps caches (file contents, token counts) but no user
-state: every `build` is given its sender's material and nothing else survives it.
-
-Layout: the system prompt is a SystemPrompt (core/context/system_prompt.py) the engine
-owns; components are in core/context/parts.py, history fitting in core/context/history.py
-and the report in core/context/report.py. This module fits the history and the current
-message around the prompt. The seed-shaped facades built on it (nanobot's ContextBuilder,
-team9's chunk builder) are in core/context/seed/; the daemon never goes through them.
+The system prompt, the fitted history and the current message share one window; built
+in one place, the budget is exact (system + history + current + reply reserve <= window,
+as `count_messages` counts) and the report says precisely what was kept and dropped. The
+engine caches file contents and token counts but no user state: every `build` is given
+its sender's material and nothing else survives it.
 """
 
 from __future__ import annotations

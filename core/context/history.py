@@ -1,11 +1,9 @@
 """Fitting stored conversation history into a token budget, newest first.
 
-Why this shape: the fitter accepts any `Sequence` of HistoryItems (usually a lazy view,
-core/context/history_views.py) and indexes it from the end, so its cost depends on what it
-keeps, never on how long the history is; it trusts each item's STORED token count (old
-turns are never re-tokenized) and counts only items that lack one. It keeps a suffix of
-the history (no gaps: a conversation with holes reads as nonsense) and never separates
-an assistant tool call from its tool results.
+The fitter indexes any `Sequence` of HistoryItems from the end, so its cost depends on
+what it keeps, never on the history's length; it trusts stored token counts and counts
+only items that lack one. It keeps one unbroken suffix (a conversation with holes reads
+as nonsense) and never separates an assistant tool call from its results.
 """
 
 from __future__ import annotations

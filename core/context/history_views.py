@@ -1,11 +1,8 @@
 """Stored conversation history as the context engine reads it: items and lazy views.
 
-Why this shape: a chat may hold 100,000 turns, but a turn's context needs only the newest
-few hundred. The views here wrap a history (OpenAI message dicts, stored turns) without
-copying it and make a HistoryItem only for what the fitter (core/context/history.py)
-reaches, so a build's cost depends on what it keeps, never on how long the history is.
-`turn_message` is the one rule for how a stored turn (or a tool turn about to be stored,
-core/tools/loop.py) reads as an OpenAI chat message.
+The views wrap a history without copying it and make a HistoryItem only for what the
+fitter reaches, so a build's cost depends on what it keeps, never on the history's
+length. `turn_message` is the one rule for how a stored turn reads as a chat message.
 """
 
 from __future__ import annotations
@@ -21,8 +18,8 @@ HistoryId = int | str
 class HistoryItem:
     """One stored message of the conversation, as the context engine needs it.
 
-    Treat it as immutable; it is not frozen only because frozen dataclasses are about 3x
-    slower to create, and views create one per history item they are asked for.
+    Treat it as immutable; it is not frozen because frozen dataclasses are slower to
+    create, and views create one per history item they are asked for.
 
     `tokens` is the count of `content` alone (`counter.count(content)`, as storage keeps
     it); None means "unknown, count it now". Per-message overhead is added by the fitter.
@@ -89,8 +86,8 @@ def turn_message(role: str, content: str, meta: Mapping[str, Any] | None) -> dic
 class _LazyView(Sequence[HistoryItem]):
     """A read-only HistoryItem view over another sequence; items are made on access.
 
-    Nothing is copied, so a 100,000-turn history costs only the items the fitter
-    reaches. Subclasses say how one source element becomes an item (`_item`).
+    Nothing is copied, so a history costs only the items the fitter reaches. Subclasses
+    say how one source element becomes an item (`_item`).
     """
 
     def __init__(self, source: Sequence[Any]) -> None:

@@ -1,9 +1,6 @@
 """The system-prompt components a context build is made of, and their factories.
 
-Why a module of its own: SystemComponent and the per-turn factories (session rule,
-sender memory, retrieved material) are what callers hand to the engine. They are
-plain values, so callers and the system prompt (core/context/system_prompt.py) use them
-without the engine; what a build hands back is in core/context/report.py.
+Plain values, so callers and the system prompt use them without the engine.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """What one build put in front of the model, as a typed report, and its text for `/context`.
 
-Why one typed report from the build to the reply: the processor keeps it for `/context`
-and reads what compaction needs from it (how many of the oldest turns fell out), so both
-read named fields instead of digging through a dict; only `format_report` here turns it
-into text, at the very end.
+The processor keeps it for `/context` and compaction reads named fields from it; only
+`format_report` turns it into text, at the very end.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The context engine's system prompt: which components a turn gets, assembled in a room.
 
-Why an object of its own: choosing the components (identity, time, session, bootstrap
-files, tool guide, memory notes, skills and the turn's own parts, in the documented
-order) and keeping one persistent ContextAssembler in step with them is one job, apart
-from fitting the history and the current message (core/context/engine.py). SystemPrompt
-owns its inputs and its assembler; the engine only asks it for a prompt within a room.
+Choosing the components in the documented order and keeping one persistent
+ContextAssembler in step with them, so unchanged components keep their counts.
 """
 
 from __future__ import annotations

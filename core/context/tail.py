@@ -1,8 +1,8 @@
 """Where this turn's own material goes when an endpoint cannot take a late system message.
 
-Why a module of its own: the builder sends the tail (time, session, the sender's memory,
-retrieved text) as a system message right before the current message, so everything
-before it is an identical prefix of the next request. Some chat templates move every
+The builder sends the tail (time, session, the sender's memory, retrieved text) as a
+system message right before the current message, so everything before it is an
+identical prefix of the next request. Some chat templates move every
 system message to the top (which re-bills the whole history each turn) or refuse one
 after the first. For those, `[context] turn_material = "user"` sends the tail as a
 `<turn_context>` block opening the current user message instead. It stays as trusted as

@@ -1,9 +1,7 @@
 """Cutting one system-prompt section at a readable boundary within a token target.
 
-Why a module of its own: when a component does not fit, the assembler
-(core/context/assembler.py) keeps the longest prefix that does, cut at a line end, else a
-sentence end, else a word, never inside a grapheme, and marked as cut. Finding that prefix
-in a handful of counts (not one per character) is its own small search, kept here.
+The longest prefix that fits, cut at a line end, else a sentence end, else a word, never
+inside a grapheme, found in a handful of counts rather than one per character.
 """
 
 from __future__ import annotations

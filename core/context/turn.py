@@ -1,10 +1,8 @@
 """What one turn's context is made of, and the seam to the engine that builds it.
 
-The processor gathers the material (the sender, the chat's history after its summary,
-the sender's memories, the current message) and hands it over as a TurnInput; the
-context engine decides what the model sees and says so in a typed report
-(core/context/report.py). Keeping this seam small is what lets `/context` report exactly
-what a turn contained.
+The processor gathers the material and hands it over as a TurnInput; the engine decides
+what the model sees and says so in a typed report. A small seam lets `/context` report
+exactly what a turn contained.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The one durable job runner: claims jobs, runs their handlers, sends each outcome once.
 
-Why one runner: pictures, background tasks and documents being indexed all take minutes,
-and each must end exactly once in the chat that asked, across kill -9 and replicas. The
-rules live here once:
+Every long job must end exactly once in the chat that asked, across kill -9 and
+replicas:
 
 - a job is claimed by one process under a lease (memory/jobs/store.py) and the lease is renewed
   while its handler works; a handler whose lease is lost (cancelled, or taken over after a

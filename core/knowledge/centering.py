@@ -1,14 +1,11 @@
 """Take the language out of a local e5 vector, so a question finds its answer in the other
 language.
 
-Why: multilingual-e5-small (4-bit) puts a large "which language, which model" part in
-every vector. A Chinese question is nearer to any Chinese passage than to the English
-passage that answers it (bench: 耳机充满电要多久 has cosine 0.87 with an unrelated
-Chinese line, 0.83 with the English battery passage). Subtracting each language's mean
-vector, measured once on parallel sentences about other things
-(core/knowledge/language_reference.py), leaves mostly the meaning: recall@4 by vectors
-alone went from 0.875 to 1.0 on bench/knowledge_set.py, all four cross-language
-questions included (docs/knowledge.md has the numbers).
+Why: multilingual-e5-small (4-bit) puts a large "which language" part in every vector,
+so a Chinese question is nearer to any Chinese passage than to the English passage that
+answers it. Subtracting each language's mean vector, taken once on parallel sentences
+about other things (core/knowledge/language_reference.py), leaves mostly the meaning
+(docs/knowledge.md has the recall figures).
 
 A text of both scripts subtracts a blend, in proportion to its CJK characters. There are
 only these two means: Japanese and Korean (kana, hangul) count as CJK and get the Chinese

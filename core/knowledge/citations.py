@@ -6,10 +6,8 @@ number in one turn, and a reply's "[1]" would not say which one it means. So wit
 turn a passage keeps the number it was first shown with, and a new passage gets the next
 number after the highest used so far.
 
-Why an object passed along and not a table somewhere: the numbering belongs to one turn.
-The processor makes one per turn from the context's `KnowledgeNote` and puts it in that
-turn's `ToolContext.extra`; nothing keeps it after the turn, and no other turn, chat or
-user ever sees it. This module imports nothing heavy (the idle daemon's rule).
+Why an object passed along: the numbering belongs to one turn. It lives in that turn's
+`ToolContext.extra`, so no other turn, chat or user ever sees it.
 """
 
 from __future__ import annotations

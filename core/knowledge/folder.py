@@ -5,16 +5,12 @@ Files at the folder's top level are global documents; a subfolder named after a 
 and .docx files directly in those places count; hidden files and other subfolders are
 skipped.
 
-Why polling and not inotify: no new dependency, and a few stat calls every few seconds
-cost nothing next to indexing. Why every change is a "kb_add" job that re-reads the
-file (core/knowledge/ingest.py): a change, a new file and a deleted one are the same job
-("make the knowledge base match this file"), which is durable and safe to run twice.
-The folder's documents carry `added_by = "folder:<relative path>"`, so at start the
-watcher compares the folder with what the knowledge base holds: a file with no ready
-document, or modified after its document was made, is indexed again; a document whose
-file is gone is removed. While running, a file is submitted once its size and mtime held
-still for one poll (a file being copied is not read half-written), and never while its
-previous job is still waiting or running (two versions never race).
+Why polling and not inotify: no new dependency, and a few stat calls cost nothing next to
+indexing. Every change is one durable "kb_add" job that re-reads the file ("make the
+knowledge base match this file"), safe to run twice. The folder's documents carry
+`added_by = "folder:<relative path>"`, so at start the watcher reconciles the folder with
+the knowledge base. A file is submitted once its size and mtime held still for one poll
+(never read half-copied), and never while its previous job is waiting or running.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """Adding a document as a durable job ("kb_add") on the one job runner.
 
-Why a job: reading and embedding a long document takes seconds to minutes; a process
-killed meanwhile must leave the document searchable whole after restart, or reported
-failed, and never stored twice. The engine gives the two halves of that: a document is
-accepted (`indexing`, with its pages) and finished (every passage, `ready`) in two
-transactions, and the same content in a scope is one document. The job gives the rest:
-its row is written before anything slow, and a job whose process died is claimed again
-after its lease. A retried attempt calls `add` again; the engine answers "already there"
-with the row the dead attempt accepted, and the handler finishes that row from its
-stored pages (`KnowledgeBase.resume(id)`) instead of reporting a duplicate. Finishing is
-conditional on the row still being `indexing`, so two finishers write it once.
+Why a job: a process killed while reading or embedding must leave the document
+searchable whole after restart, or reported failed, and never stored twice. A document
+is accepted (`indexing`, with its pages) and finished (`ready`) in two transactions, and
+the same content in a scope is one document; a retried attempt that gets "already
+there" finishes the accepted row from its stored pages (`KnowledgeBase.resume(id)`).
+Finishing is conditional on the row still being `indexing`, so two finishers write it
+once.
 
 The job's arguments say what to add: already-read `text` or `pages` (a chat's `/kb add`,
 a console upload), or a `file` under the knowledge folder that the job reads itself

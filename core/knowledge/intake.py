@@ -1,11 +1,8 @@
 """The one seam every "add this to the knowledge base" goes through (`/kb add`, the CLI).
 
-Why a seam: the daemon adds a chat's document as a durable job (`QueuedIntake` in
-core/knowledge/ingest.py: the answer says it is on its way, the job's own line follows),
-the CLI indexes right away (`DirectIntake` calls `KnowledgeBase.add`); the callers do not
-change. The answer is one line for the chat or the shell.
-Why no numpy here: the command module imports this at start; the knowledge base itself
-is built (and numpy imported) only when the first document is added.
+The daemon adds a chat's document as a durable job (`QueuedIntake`), the CLI indexes
+right away (`DirectIntake`); the callers do not change. No numpy here: the command
+module imports this at start.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Does this chat have any documents? Asked on every addressed turn, answered from memory.
 
-Why: the question is a small query on the documents table, yet at 0.6 ms of CPU it was
-the largest part of what the knowledge base added to a turn in a chat without documents
-(bench/turn_pair.py). The answer is kept per scope until this process writes to the
-knowledge tables (the store's write counter moves) or `ttl_s` passes, which bounds how
-late a document added by another process (`chatterd kb add`, another replica) is seen.
+Why: that query is most of what the knowledge base adds to a turn in a chat without
+documents. The answer is kept per scope until this process writes to the knowledge
+tables or `ttl_s` passes, which bounds how late another process's document is seen.
 """
 
 from __future__ import annotations

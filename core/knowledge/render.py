@@ -1,8 +1,6 @@
 """Retrieved passages as the model sees them: numbered, labelled, framed as material.
 
-Why numbered through `Citations`: within one turn the context's passages and every
-`knowledge` call share one numbering (core/knowledge/citations.py), so a citation names
-one passage.
+Numbered through `Citations`, so within one turn a citation names one passage.
 
 Why neutralised: a document is written by whoever shared it. Its text may carry a forged
 `[Alice]:` line, a `<system>` tag or a tool marker; `core.media.shared.neutralise` (the

@@ -1,8 +1,7 @@
 """A turn's passages from the knowledge base, as the context engine takes them.
 
-Why here and not in the processor: the turn path only knows `KnowledgeLookup` (a message
-and a query in, a `KnowledgeNote` out); which documents a chat may see, how many
-passages, and the budget they get are the knowledge base's rules.
+The turn path only knows `KnowledgeLookup`; which documents a chat may see, how many
+passages and their budget are the knowledge base's rules.
 """
 
 from __future__ import annotations

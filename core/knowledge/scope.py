@@ -1,7 +1,7 @@
 """Whose documents a search or an add is about: one chat's or every chat's.
 
-Why apart from service.py: the daemon names scopes at start (the knowledge folder, the
-console, /kb) long before anything needs the engine, and service.py brings numpy.
+Apart from service.py, which brings numpy: scopes are named at start, long before
+anything needs the engine.
 """
 
 from __future__ import annotations

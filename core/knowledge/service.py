@@ -41,8 +41,8 @@ CANDIDATES = 50  # from each of keyword and vector search, before fusion
 KEYWORD_FLOOR = 0.25
 REEMBED_BATCH = 64
 # A document of more passages is made searchable by keyword first and embedded by
-# `reembed` afterwards: embedding 300 pages on two cores takes half a minute, nobody should
-# wait that long for the words to be findable (docs/knowledge.md has the numbers).
+# `reembed` afterwards, so nobody waits for a long embedding to find its words
+# (docs/knowledge.md has the timings).
 EMBED_INLINE_MAX = 64
 
 __all__ = ["Added", "DocumentInfo", "Hit", "KnowledgeBase", "KnowledgeRefused", "Scope"]

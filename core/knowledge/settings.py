@@ -1,7 +1,7 @@
 """The `[knowledge]` settings: one pydantic model the daemon's config embeds as a section.
 
-Why here and not in bot/config.py: the engine reads these keys and the tests build them
-directly; bot/config.py only needs `knowledge: KnowledgeSettings = KnowledgeSettings()`.
+Here and not in bot/config.py because the engine reads these keys; the config only
+mounts it.
 """
 
 from __future__ import annotations

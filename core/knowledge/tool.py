@@ -4,9 +4,8 @@ Why scoped by the ToolContext and never by the argument: the context names the s
 chat, so a turn can only search that chat's and the global documents, whatever the model
 writes. Passages come back as untrusted material, numbered with their sources.
 
-Why numbered with the turn's `Citations` (from `ctx.extra`): the context already showed
-passages [1]..[n]; a call that started at [1] again would make the model's citations
-ambiguous. A passage shown before in the turn keeps its number, a new one continues.
+Numbered with the turn's `Citations`: a call that started at [1] again would make the
+model's citations ambiguous.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Exact nearest passages in memory: one float32 matrix per scope, one matrix product.
 
-Why not a scan of the table: reading 100,000 vectors from the database for every
-question is a second or more; a matrix built once per scope answers in milliseconds.
+Why not a scan of the table: reading every vector from the database for each question is
+slow; a matrix built once per scope answers with one product.
 Why a fingerprint: another replica (or the re-embedder) may change a scope; every search
 compares the scope's cheap fingerprint (ready documents: count, id sum, latest update)
 with the one the matrix was built at, and reloads only a scope that changed.

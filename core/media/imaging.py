@@ -30,8 +30,8 @@ class BadImage(ValueError):
 class TooManyPixels(BadImage):
     """Refused from its header, before decoding: decoding would take too much memory.
 
-    Why before: a 150 KB PNG can declare 40 megapixels, and decoding it takes about half
-    a gigabyte. str(exc) is a note fit for the model and the log (no parentheses)."""
+    Why before: a small PNG can declare 40 megapixels, hundreds of megabytes decoded.
+    str(exc) is a note fit for the model and the log (no parentheses)."""
 
     def __init__(self, width: int, height: int, max_pixels: int, kind: str = "") -> None:
         self.width, self.height, self.max_pixels = width, height, max_pixels
@@ -76,7 +76,7 @@ def prepare_image(
             if max(width, height) > max_side and mime == "image/jpeg":
                 # Decode at 1/2, 1/4 or 1/8 scale directly. The box must keep the aspect
                 # ratio: Pillow picks the scale from the tighter side, so a square box
-                # of max_side decoded a 6000x4000 photo at full size.
+                # of max_side would decode a 6000x4000 photo at full size.
                 image.draft(None, _fitted(width, height, max_side))
             image.load()  # decodes everything: truncated or corrupt data fails here
             if max(width, height) <= max_side:

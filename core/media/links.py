@@ -1,9 +1,9 @@
 """Links in a message: fetched safely, reduced to their readable text, shown as notes.
 
 Why readable text and not the HTML: a page is mostly navigation, scripts and ads; the
-model needs the article. trafilatura (well kept, imported only when a page is read)
-drops the boilerplate. Why only for messages addressed to the bot: fetching every link
-pasted in a busy group would let anyone make the daemon visit any address, for nothing.
+model needs the article, which trafilatura finds. Why only for messages addressed to the
+bot: fetching every link pasted in a busy group would let anyone make the daemon visit any
+address, for nothing.
 Every fetch goes through core/media/fetch.py (private addresses refused on every hop).
 """
 
@@ -30,10 +30,8 @@ _URL = re.compile(r"https?://[^\s<>\"'`\uff08\uff09\u3000-\u303f]+", re.IGNORECA
 _TRAILING = ".,;:!?)]}>'\"…，。！？、；："
 MB = 1024 * 1024
 PAGE_TEXT_CAP = 200_000  # characters kept of one page (above [links] max_chars' ceiling)
-# The page child's own limits, below the sandbox's (documents need more): trafilatura
-# takes about 1.2 CPU-seconds on PAGE_PARSE_BYTES, so 5 leaves room for a busy machine;
-# its address space is about 200 MB of Python, lxml and trafilatura before the page and
-# peaks near 240 MB on it.
+# The page child's own limits, below the sandbox's (documents need more): room for
+# trafilatura on PAGE_PARSE_BYTES of markup, with Python and lxml, on a busy machine.
 PAGE_CPU_S = 5
 PAGE_MEMORY_MB = 320
 

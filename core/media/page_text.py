@@ -9,14 +9,14 @@ from __future__ import annotations
 import re
 
 _TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
-# Markup read of one page, after scripts, styles and comments are dropped. trafilatura
-# costs about 2.4 CPU-seconds and 60 MiB per MiB of HTML; 512 KiB of article markup
-# already holds more text than PAGE_TEXT_CAP keeps (links.py), and a note shows 4,000.
+# Markup read of one page, after scripts, styles and comments are dropped. trafilatura's
+# time and memory grow with the markup, and this much article markup already holds more
+# text than PAGE_TEXT_CAP keeps (links.py).
 PAGE_PARSE_BYTES = 512 * 1024
 # Blocks that hold no readable text but often most of a page's bytes (inline bundles).
 _DROPPED = ((b"<script", b"</script"), (b"<style", b"</style"), (b"<!--", b"-->"))
 # Tags looked at before the rest is kept as it is: bounds the daemon's own work on a
-# page made of nothing but tiny blocks (a few milliseconds).
+# page made of nothing but tiny blocks.
 _MAX_STEPS = 4096
 
 

@@ -1,12 +1,11 @@
 """Parsing hostile bytes in a child process with CPU-time and memory limits.
 
-Why: a 7.5 kB PDF can keep pypdf busy for two minutes, a DOCX or a 5 MB page can take a
-gigabyte, and a parse in a thread cannot be stopped: it kept running after its timeout,
-held the daemon's memory and delayed SIGTERM by a minute. Each parse here is a fresh
+Why: a small crafted PDF can keep pypdf busy for minutes, a DOCX or a page can take
+gigabytes, and a parse in a thread cannot be stopped. Each parse here is a fresh
 `python -m core.media.parse_worker` that limits itself (RLIMIT_CPU, RLIMIT_AS, no file
 writes) before it reads its input, is killed at the timeout or when the turn that waits
-for it is cancelled, and dies with the daemon. A fresh process per parse costs 0.1-0.3 s
-of imports but means one person's hostile file never shares a process with the next
+for it is cancelled, and dies with the daemon. A fresh process per parse costs its
+imports but means one person's hostile file never shares a process with the next
 person's document. The child gets the bytes, the limits and sys.path — no environment,
 so no tokens or keys.
 """
@@ -34,7 +33,7 @@ class ParseFailed(Exception):
 @dataclass(frozen=True)
 class ParseLimits:
     """What one parse may use. The memory limit is address space (RLIMIT_AS), the child's
-    whole footprint including Python and the parser libraries (about 80 MB)."""
+    whole footprint including Python and the parser libraries."""
 
     cpu_s: int = 20
     memory_mb: int = 768

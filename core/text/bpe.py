@@ -1,16 +1,16 @@
 """The exact token counters: OpenAI's o200k_base and cl100k_base BPEs, loaded offline.
 
-Why this module exists: budgets must rest on the model's own tokenizer, on a machine with
-no internet. `tiktoken.get_encoding` downloads its rank file on first use, so we never
-call it. Two public interfaces count exactly without a download:
+Budgets must rest on the model's own tokenizer on a machine with no internet, and
+`tiktoken.get_encoding` downloads its rank file on first use, so we never call it. Two
+public interfaces count exactly without a download:
 
 - `tiktoken.Encoding(...)` built from the rank files bpe-openai ships, checked against the
   sha256 that tiktoken pins (the reference implementation, and the default): only the
-  configured encoding is loaded, and once its Rust core holds the ranks the Python copy
-  is let go, so o200k costs about 55 MiB resident;
-- `bpe_openai.get_encoding(name)`: bpe-openai's tiktoken-compatible `Encoding` over its
-  Rust tokenizer (about 1.25x faster on chat text, but its import parses every encoding
-  it ships: about 135 MiB resident); the fallback, or `backend="bpe_openai"`.
+  configured encoding is loaded, and the Python copy of the ranks is let go once the
+  Rust core holds them;
+- `bpe_openai.get_encoding(name)`: bpe-openai's tiktoken-compatible `Encoding` (faster,
+  but its import parses every encoding it ships, so it costs more memory); the
+  fallback, or `backend="bpe_openai"`.
 
 Both count with `encode_ordinary`: special-token text typed by a user is plain text, as
 the API treats it.
@@ -92,8 +92,6 @@ def _known(encoding: str) -> str:
 class BpeOpenAICounter:
     """Exact counts from bpe-openai's public `Encoding` (its Rust tokenizer).
 
-    Measured on this project's 2-core machine: about 1.25x faster than tiktoken on
-    chat-sized text and 3-15x faster on pathological runs (100k identical characters).
     bpe-openai refuses texts of a million characters or 200,000 tokens and more; those
     few are counted by tiktoken, which has no such limit, so every count stays exact.
     """
@@ -140,7 +138,7 @@ class TiktokenCounter:
 
 @cache
 def _load_bpe_openai(encoding: str) -> Any:
-    """bpe-openai's `Encoding`, once per process (its import parses its rank files: ~0.5 s)."""
+    """bpe-openai's `Encoding`, once per process (its import parses all its rank files)."""
     try:
         with warnings.catch_warnings():
             # bpe-openai 0.1 opens its data with importlib.resources.open_binary, which
@@ -176,8 +174,8 @@ def shipped_rank_file(encoding: str) -> Path:
 def _load_mergeable_ranks(encoding: str) -> dict[bytes, int]:
     """The encoding's BPE ranks from bpe-openai's shipped rank file, checked by sha256.
 
-    Not cached: 200,000 Python bytes->int entries are about 30 MiB, needed only while
-    tiktoken builds its core."""
+    Not cached: the Python bytes->int table is large and needed only while tiktoken builds
+    its core."""
     spec = ENCODINGS[_known(encoding)]
     try:
         data = gzip.decompress(shipped_rank_file(encoding).read_bytes())
@@ -210,7 +208,7 @@ def _load_tiktoken(encoding: str) -> Any:
         special_tokens=dict(spec["special_tokens"]),
     )
     # tiktoken keeps the Python ranks only to pickle the Encoding; counting runs in its
-    # Rust core, which has its own copy. Letting them go saves about 30 MiB resident.
+    # Rust core, which has its own copy, so they are let go.
     if isinstance(getattr(built, "_mergeable_ranks", None), dict):
         built._mergeable_ranks = {}
     return built

@@ -1,9 +1,8 @@
 """How untrusted text goes inside our tags: one attribute escaper, one tag neutraliser.
 
-Why a module of its own: chunk rendering (core/context/chunk_render.py), compaction's
-transcript and the tool loop's observation frames (core/tools/registry.py) all put text
-that users, web pages or models wrote inside tags the model must be able to trust. Each
-rule is kept once, here, so the three cannot drift apart:
+Chunk rendering, compaction's transcript and the tool loop's observation frames all put
+untrusted text inside tags the model must be able to trust; each rule is kept once so
+they cannot drift apart:
 
 - `escape_attr`: a double-quoted attribute value on one line that cannot end its quotes
   (line breaks as character references, other control characters replaced).

@@ -1,11 +1,8 @@
 """Token counting for every engine: choosing a counter, and what a message costs.
 
-Why this module exists: every budget decision in chatterd rests on token counts, so they
-must be exact (the model's own tokenizer, see `core.text.bpe`) and must work on a
-machine with no internet. Where no exact tokenizer can be loaded we fall back to a
-CJK-aware estimate that says so (`exact=False`). The chat-format arithmetic (per-message
-framing, names, image parts, the reply primer) lives here too, so every caller counts a
-request the same way.
+Counts are exact (the model's own tokenizer, `core.text.bpe`) and work offline; where no
+exact tokenizer loads, a CJK-aware estimate says so (`exact=False`). The chat-format
+arithmetic lives here too, so every caller counts a request the same way.
 """
 
 from __future__ import annotations
@@ -152,8 +149,7 @@ def get_counter(name: str | None = None, *, backend: Backend = "auto") -> TokenC
 
     backend="auto" tries tiktoken built from the rank files bpe-openai ships (the leaner
     in memory, see `core.text.bpe`), then bpe-openai's public `Encoding`, then falls
-    back to
-    `EstimateCounter` with a warning. Naming a backend makes it mandatory
+    back to `EstimateCounter` with a warning. Naming a backend makes it mandatory
     (TokenizerUnavailable if it cannot load). Nothing is downloaded.
     """
     encoding = resolve_encoding(name)

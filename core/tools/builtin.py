@@ -1,8 +1,7 @@
 """The built-in tools every daemon offers: search, remember and forget.
 
-Why apart from the loop: which tools there are is a table; running them is the loop's
-job (core/tools/loop.py). Features that bring their own (reminders, links, pictures, MCP
-servers) own their tool and wiring registers it on the registry this returns.
+Which tools there are is a table, apart from running them; features that bring their
+own tool (reminders, links, pictures, MCP) are registered on this registry by wiring.
 """
 
 from __future__ import annotations

@@ -6,10 +6,9 @@ timeout; a failing handler becomes an error observation. After `max_rounds` tool
 rounds the model is told to answer without tools, and whatever it then writes is the
 answer (markers stripped; nothing left means an honest "I couldn't find that").
 
-The loop returns every turn it produced as a typed TurnDraft so the processor can store
-them, with token counts, as `tool_call` / `tool_result` turns that later context builds
-read back; a draft reads as a chat message exactly as its stored turn will
-(`core.context.history_views.turn_message`, the one rule for both).
+Every turn it produced comes back as a TurnDraft for the processor to store; a draft
+reads as a chat message exactly as its stored turn will (`turn_message`, one rule for
+both).
 """
 
 from __future__ import annotations
@@ -91,7 +90,7 @@ class LoopResult:
 
 @dataclass(frozen=True)
 class RoundHooks:
-    """A caller's say in a run (a background task, core/tasks/): `rounds` overrides the
+    """A caller's say in a run (a background task): `rounds` overrides the
     loop's max_rounds, `after_round` is awaited with each round's turns and the usage so
     far (a checkpoint), and `enough` ends the rounds early when it returns True (a budget).
     """

@@ -1,9 +1,8 @@
 """Reading a native (OpenAI function-calling) tool call: its id, name and arguments, and
 the one argument a tool runs with.
 
-Why apart from the loop: a model's JSON is outside input (too long, not JSON, not an
-object, a part missing); turning it into a tool argument, or a reason not to run, is one
-job, and the loop only acts on the answer.
+A model's JSON is outside input (too long, not JSON, not an object, a part missing); the
+loop only acts on the argument or the reason not to run.
 """
 
 from __future__ import annotations

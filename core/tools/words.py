@@ -1,10 +1,8 @@
 """The built-in tools' words as data (core/tools/words.toml), and the one builder that
 puts a tool together from its words and its workings.
 
-Why data: what the model and the person read about a tool (its marker, the guide's usage
-line, the native description, the argument's name and description, the result's tag, the
-preview's status line) is prompt text, read and tuned side by side; each tool's module
-keeps only what it does (its handler, who is offered it, whether it is on).
+Why data: what the model and the person read about a tool is prompt text, read and
+tuned side by side; each tool's module keeps only what it does.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """When the bot may consider speaking up unasked in a group: the chime-in windows.
 
-Why apart from the model call (core/turn/chiming.py): the budget is the promise. At most
-one decision per `gap` seconds in a chat, whatever the traffic, and the window right after
-the bot chimed in passes without one (it never speaks up twice in a row). Counting that is
-pure bookkeeping over a clock, so the bench can run it on a simulated clock and check the
-bound (decisions <= messages x interval / gap + 1) without sleeping.
+The budget is the promise: at most one decision per `gap` seconds in a chat, whatever
+the traffic, and the window right after the bot chimed in passes without one. It is pure
+bookkeeping over a clock, so the bound can be checked on a simulated clock.
 
 A decision is made when an unaddressed message arrives and the gap since the chat's last
 decision has passed; the messages since that decision are the batch it reads. No timer

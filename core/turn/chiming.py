@@ -1,12 +1,9 @@
 """Speaking up unasked in a group: one small model call that may choose silence.
 
-Why a class of its own beside the processor: a chime-in is no accepted message. Nobody
-is waiting for it, so nothing is written to the intake and a crash in the middle loses
-only the thought (the addressed messages keep their exactly-once path untouched). What it
-does share with a turn: the chat's stored history as context (the same `[name]: text`
-turns a reply reads), the chat's persona line, the usage counters (`[limits]` see its
-tokens), the one door out (`Outbox.send_proactive`), and the history (what it said is
-stored as the bot's turn, so the next reply knows it).
+Why beside the processor: a chime-in is no accepted message. Nobody waits for it, so
+nothing is written to the intake and a crash loses only the thought. It shares the
+chat's history, persona line, usage counters and the one door out with a turn, and what
+it said is stored as the bot's turn so the next reply knows it.
 
 The output contract is strict: the model answers exactly `[silent]`, or with the one short
 message it would post. Anything else that looks like silence (empty, `[silent]` anywhere)

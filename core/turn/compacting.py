@@ -1,7 +1,7 @@
 """Folding what fell out of a turn's context into the chat's summary, in the background.
 
-Why apart from the processor: a summary is written after the reply went out, by the
-model, counted for the turn's sender; the processor only says what fell out.
+A summary is written after the reply went out, counted for the turn's sender; the
+processor only says what fell out.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ is `delivered` on its intake row only once the platform confirmed it, anything e
 logged with the platform's message ids.
 
 Why the core sends instead of handing the reply back up to the channel: recovery must
-be able to send a reply whose original request is long gone (after a crash, on another
-replica), and the next features (voice replies, reminders, files) have no request to
-answer at all. One door keeps every send on the same channel code and the same rules.
+send replies whose request is long gone (after a crash, on another replica), and
+reminders and job outcomes answer no request at all. One door keeps every send on the
+same channel code and the same rules.
 A channel that answers in its response (HTTP) pairs each waiting request with the
 message sent for it (`OutboundMessage.request_id`).
 """
@@ -148,10 +148,8 @@ def without_image(message: OutboundMessage) -> OutboundMessage:
 class Outbox:
     """Every message on its way out, and the record of what was sent.
 
-    Why one class for replies, notices and proactive messages: a reply is `delivered`
-    only once the platform confirmed it, a preview's messages are recorded on the row
-    while it streams, and the live path, recovery, commands and reminders all send
-    through here, so all of them meet the same channel code and keep the same rules.
+    A reply is `delivered` only once the platform confirmed it, and a preview's messages
+    are recorded on the row while it streams.
     """
 
     def __init__(self, routes: ChannelRoutes | None, intake: Intake) -> None:

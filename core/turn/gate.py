@@ -1,20 +1,11 @@
 """The gate: every inbound message passes here, the one place policy is decided.
 
-Channels only report facts (private or group, mentions_bot, reply_to_bot, the text);
-here, once, before anything reaches the processor: is it a command, is the bot serving
-this chat and sender (`[access]` and the chat's `/bot` settings, core/turn/access.py; if
-not, nothing is answered or stored), does it trigger the bot (core/turn/triggers.py, with
-the group's own wake words), and is its sender over the per-user rate limit
-(`[bot] rate_limit_per_min`, core/turn/ratelimit.py) or, for a message for the model, over a
-daily token quota (`[limits]`, core/usage/quota.py). Untriggered group messages are kept as
-context and never count against either. Admins (core/admins.py) and the console are
-exempt from both limits. bot/wiring/gate.py builds it from the config; the command table
-(bot/commands/) is known here only as a `CommandTable`.
-
-Nothing goes back up to the channel: every answer (the model's reply, a command's
-answer, a notice, an apology) leaves through the one door out, core/turn/delivery.py.
-Commands keep returning their `Reply`; `_answer` is the one place it becomes an
-outbound message.
+Channels only report facts; here, once, before anything reaches the processor: is it a
+command, is the bot serving this chat and sender (if not, nothing is answered or
+stored), does it trigger the bot, and is its sender over the rate limit or a daily
+quota. Untriggered group messages are kept as context and never count against either;
+admins and the console are exempt from both. Every answer leaves through the one door
+out; `_answer` is the one place a command's `Reply` becomes an outbound message.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ class ChatSerializer:
     """Per-chat FIFO queues plus one global bound on turns in flight.
 
     Why: a chat's turns must see each other in order (the second message's context
-    contains the first reply), while unrelated chats must not wait on each other. The
-    global bound keeps a burst of 1,000 chats from opening 1,000 model calls at once.
+    contains the first reply), while unrelated chats must not wait on each other; the
+    global bound keeps a burst of chats from opening a model call each at once.
     A place in the queue is taken with `reserve()` without awaiting anything, so the
     order is the order messages arrived in, even when work that comes before the wait
     (the durable intake write) finishes in another order. Queues are created on demand

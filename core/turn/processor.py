@@ -247,8 +247,8 @@ class MessageProcessor:
         if self._closing or self.is_busy(entry.chat_key):
             return False
         # The place (and a slot of max_in_flight) first, the chat lock's connection second,
-        # like every turn: a sweep holding lock connections while it waited for slots
-        # held by turns waiting for lock connections was a deadlock under overload.
+        # like every turn: a sweep holding lock connections while it waits for slots held
+        # by turns waiting for lock connections would deadlock under overload.
         place = self._serial.reserve(entry.chat_key, person_key(entry.platform, entry.sender_id))
         async with self._tasks.track(), place:
             async with self._store.try_chat_lock(entry.platform, entry.chat_id) as free:
@@ -329,7 +329,7 @@ class MessageProcessor:
         and the reply in the transaction that settles the intake rows, and send.
 
         The messages are already durable in the intake, so the conversation's turns are
-        written once, together: two writes per turn (accept, settle), as before the intake.
+        written once, together: two writes per turn (accept, settle).
         A burst (several items) is one model call whose current message holds all of
         them in order; each keeps its own stored user turn, and the last one carries
         the reply (the reply quotes it).

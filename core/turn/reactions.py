@@ -1,4 +1,4 @@
-"""An answer that is one emoji is a reaction, not a message (issue 37).
+"""An answer that is one emoji is a reaction, not a message.
 
 Why a rule in core: "👍" posted as a reply in a busy group is noise; on the message it
 answers it is what a person would do. The model says so by answering with one emoji and

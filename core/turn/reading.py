@@ -1,9 +1,7 @@
 """What a message carries, read for the model: its text with the sender's name, and the
 notes its images, links, documents and voice add.
 
-Why apart from the processor: reading is one job (the vision model, the media readers,
-the channel-layer injection), and a burst reads each of its messages the same way before
-they become one turn.
+A burst reads each of its messages the same way before they become one turn.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Sending a request the reply already stored for its message (a retried HTTP request,
 or one that another replica answered first).
 
-Why apart from the processor: waiting, bounded, for another process's answer to land
-in the intake is one job; the processor only says which row to read.
+It waits, bounded, for another process's answer to land in the intake.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The turns a message makes: the user's and the bot's, each with its tokens counted once.
 
-Why apart from the processor: a stored turn keeps its token count so no later context
-build re-tokenizes it (DESIGN.md); counting and addressing a turn is one small job that
-the processor, the burst merger and the job runner share.
+A stored turn keeps its token count so no later context build re-tokenizes it; the
+processor, the burst merger and the job runner share this.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Metering model calls: what each one cost, for whom, and why it was made.
 
-Why a seam and not a counter inside the provider: the provider does not know whose turn
-a call belongs to. The code that makes a call does (the tool loop: the turn's sender;
-vision: the message's sender; compaction: the sender whose turn pushed the chat over),
-so it hands the answered calls to a `UsageMeter` it was given. `UsageRecorder` is the
-daemon's meter: the API's `usage` when the endpoint reported it, else our own count with
-the configured tokenizer (flagged as estimated), added to the day's counters in storage.
-A meter never fails a turn: a write that does not go through is logged and dropped.
+Why a seam and not a counter inside the provider: only the code that makes a call knows
+whose turn it belongs to, so it hands the answered calls to the `UsageMeter` it was
+given. `UsageRecorder` records the API's `usage`, else our own count (flagged as
+estimated). A meter never fails a turn: a write that does not go through is logged and
+dropped.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Daily token quotas, checked before a message is accepted for the model.
 
-Why from the usage counters and not a counter of our own: the counters live in the
-database, so every replica sees the same spend, and what is capped is exactly what
-`/usage` shows. A refused sender is told once per hour per chat (not on every message,
-so the quota cannot be used to make the bot spam a group) when the allowance resets:
-at midnight UTC, when the counters start a new day. The check is made before a turn
-starts; a turn that starts under the limit runs to the end (its tool rounds included).
+Why the usage counters: they live in the database, so every replica sees the same spend
+and what is capped is exactly what `/usage` shows. A refused sender is told at most once
+an hour per chat (so the quota cannot make the bot spam a group) when the allowance
+resets at midnight UTC. A turn that starts under the limit runs to the end.
 """
 
 from __future__ import annotations

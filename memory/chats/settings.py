@@ -1,9 +1,8 @@
 """Per-chat settings admins change at run time: on/off, allow/deny, persona, wake words.
 
-Why a store of its own: they must survive a restart and be the same on every replica,
-so they live in the database (table `chat_settings`, migration 0004), not in memory.
-The chat commands (`/bot ...`) and the web console both change them through this one
-class, so neither has rules of its own. A chat without a row has the defaults
+Why in the database: they must survive a restart and be the same on every replica. The
+chat commands (`/bot ...`) and the web console both change them through this one class,
+so neither has rules of its own. A chat without a row has the defaults
 (`ChatSettings(platform, chat_id)`): enabled, the config decides access, no persona,
 no extra wake words.
 

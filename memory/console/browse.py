@@ -1,10 +1,10 @@
 """Read models for the operator's console: chats and people, a page at a time.
 
-Why keyset pages: the console must stay fast with 100k chats. An OFFSET page walks every
-row before it; a keyset page ("the 50 after this one") is one index range, however deep
-the operator pages. Chats come busiest first from `ix_chats_last_active` (the columns
-the turn-storing transaction keeps, migration 0006); people newest first by id. A cursor
-is an opaque string for a URL: a bad one gives the first page, never an error.
+Why keyset pages: an OFFSET page walks every row before it; a keyset page ("the 50 after
+this one") is one index range, however deep the operator pages. Chats come busiest first
+from `ix_chats_last_active` (the columns the turn-storing transaction keeps); people
+newest first by id. A cursor is an opaque string for a URL: a bad one gives the first
+page, never an error.
 
 Only reads live here; every change goes through the services the chat commands use.
 """

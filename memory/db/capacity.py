@@ -1,11 +1,9 @@
 """Will this many daemons fit the PostgreSQL server's connection limit?
 
 Why: each daemon opens up to `pool_size` connections for reads and writes plus one per
-chat in flight for its chat lock. Two replicas at the defaults asked a default server
-(max_connections 100) for far more than it has; the server then refused connections at
-random points of random turns, and messages were left half-done: accepted but never
-answered, or answered and sent again. Checking at start turns that into one line and
-exit status 2 before anything is accepted.
+chat in flight for its chat lock. A server short of connections refuses them at random
+points of random turns, leaving messages half-done; checking at start turns that into
+one line and exit status 2 before anything is accepted.
 
 The check does not trust `[storage] replicas` alone: each daemon names its sessions
 `chatterd/<schema>/<replica>` (memory/db/migrate.py), so a starting replica counts the

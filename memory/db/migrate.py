@@ -2,11 +2,10 @@
 
 `Database` runs plain functions of a SQLAlchemy `Connection`, one transaction each:
 - PostgreSQL: through the asyncpg async engine (`run_sync`), so the loop never blocks;
-- SQLite: on the sqlite3 driver in worker threads, one hop per transaction. (aiosqlite
-  pays a thread hop for every cursor, execute, fetch, close, BEGIN and COMMIT; a turn
-  cost about ten, which capped the daemon well below its throughput target.) One write
-  thread serialises this process's writes, so chats never race for SQLite's write lock;
-  WAL lets the read threads run beside it.
+- SQLite: on the sqlite3 driver in worker threads, one thread hop per transaction (not
+  one per cursor, execute, fetch and commit). One write thread serialises this process's
+  writes, so chats never race for SQLite's write lock; WAL lets the read threads run
+  beside it.
 """
 
 from __future__ import annotations
@@ -294,8 +293,8 @@ class Database:
             await self._locker.dispose()
 
 
-# Alembic (and Mako under it) costs about 10 MiB resident for as long as the daemon runs,
-# yet a database already at this code's head needs none of it: that case is recognised
+# Alembic (and Mako under it) stays resident for as long as the daemon runs, yet a
+# database already at this code's head needs none of it: that case is recognised
 # with one query and the revision lines of the migration files, and Alembic is imported
 # only when there is something to migrate.
 _REVISION_LINE = re.compile(r"^(down_revision|revision)\b[^=]*=\s*['\"]?([\w]+)?", re.M)
@@ -367,8 +366,8 @@ async def upgrade_async(url: str) -> None:
 async def upgrade_in_child(url: str) -> bool:
     """Migrate in a child process when the database is behind this code's head.
 
-    Why: the daemon that ran Alembic itself would keep it (about 10 MiB) for as long as
-    it runs. The URL goes to the child on stdin, never on its command line (which other
+    Why: the daemon that ran Alembic itself would keep it in memory for as long as it
+    runs. The URL goes to the child on stdin, never on its command line (which other
     local users can read). False when the database was already at head; a failing
     child is not fatal here: `open_storage` then migrates in-process and reports the
     real error.

@@ -1,7 +1,7 @@
 """Reading rows into the plain records the core sees (IntakeEntry, Reminder, Job, ...).
 
-Why one helper: each store selected the columns named like its record's fields, in the
-record's order, and built the record from each row, in every read; that is one rule.
+Why one helper: every store selects the columns named like its record's fields, in the
+record's order, and builds the record from each row; that is one rule.
 """
 
 from __future__ import annotations

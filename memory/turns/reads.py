@@ -1,8 +1,8 @@
 """Reading a chat's turns back: the history a turn's context is built from.
 
-Why a module of its own: this runs on every turn (turn_material is one database round
-trip for the history, the summary and the sender's memories), so its statements are
-built once and its rows unpacked by position; the writes stay in memory/turns/store.py.
+This runs on every turn (turn_material is one database round trip for the history, the
+summary and the sender's memories), so its statements are built once and its rows
+unpacked by position.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """ContextBuilder: nanobot's facade, in the seeds' shapes, over the daemon's engine.
 
-Why a facade of its own: seed 000/001 fix its public shape (one system prompt in seed
-000's order, `build_messages` as `[system, *history, user]`, the `add_*` helpers), and
-library users rely on it. It is the engine (core/context/engine.py) with those methods
-and the seed order as its default; the cache order is an explicit option, never its
-default. The daemon builds with the engine itself.
+Seeds 000/001 fix its public shape (one system prompt in seed 000's order,
+`build_messages` as `[system, *history, user]`, the `add_*` helpers) and library users
+rely on it: the seed order is its default, the cache order only an explicit option.
 """
 
 from __future__ import annotations

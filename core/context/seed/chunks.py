@@ -1,25 +1,15 @@
 """Typed conversation chunks rendered as XML-tagged chat messages within an exact budget.
 
-Why: conversation state is more than user/assistant turns (tool calls and results,
-sub-agents, progress summaries). Each kind is rendered as its own tag, with the chunk id
-and metadata as escaped attributes, so the model can tell them apart and user-supplied
-text can never pose as another kind: anything in a chunk that looks like one of our tags
-is neutralised. Under the budget, system chunks are kept and the newest conversation
-chunks win; every chunk is reported as included or excluded.
+Each kind of chunk is its own tag with escaped attributes, so user-supplied text can
+never pose as another kind. Under the budget, system chunks are kept and the newest
+conversation chunks win; every chunk is reported as included or excluded.
 
-Speed: the build walks the history newest-first and stops when the budget is full, so a
-100,000-chunk history costs what the kept chunks cost. Rendered chunks are
-"<tag attrs> \\n" + body + " \\n</tag>": with a regex-pretokenizing BPE the space before
-each newline forces token boundaries on both sides of the body, so a chunk's count is
-count(head) + count(body) + count(tail) exactly, and the body count can come from
-storage (`Chunk.tokens`) instead of re-tokenizing old turns.
-
-Layout: the data types are in core/context/chunk_types.py, the tags in
-core/context/chunk_render.py (the daemon renders its progress summary with them), the
-escaping rules in core/text/escaping.py and the arithmetic shared with the engine (the
-counter, message framing, trimming the oldest) in core/context/budget.py; this module is
-team9's builder, a seed-shaped surface the daemon does not use. `core.context` names the
-API.
+The build walks newest-first and stops when the budget is full, so its cost is what the
+kept chunks cost. A rendered chunk is "<tag attrs> \\n" + body + " \\n</tag>": with a
+regex-pretokenizing BPE the space before each newline forces token boundaries, so its
+count is count(head) + count(body) + count(tail) exactly and the body count can come
+from storage (`Chunk.tokens`). This is team9's seed-shaped builder; the daemon does not
+use it.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ META = "\u2581"  # SentencePiece's space marker
 class Tokenizer:
     """Pieces of two or more characters are grouped by their first two, found through a
     sorted array of that prefix's hash; a group's dict is built the first time a text
-    needs it. Why groups: a dict of all 250,000 pieces holds tens of MiB of Python strings,
+    needs it. Why groups: a dict of all 250,000 pieces is a large heap of Python strings,
     most of them in scripts a chat never uses."""
 
     def __init__(

@@ -45,7 +45,7 @@ def _send(answers: IO[bytes], message: dict[str, Any]) -> None:
 
 
 def _give_back_memory() -> None:
-    """glibc keeps the worker threads' freed batch buffers (tens of MiB) in its arenas;
+    """glibc keeps the worker threads' freed batch buffers in its arenas;
     hand them back to the system. Elsewhere there is no malloc_trim and nothing to do."""
     try:
         ctypes.CDLL(None).malloc_trim(0)

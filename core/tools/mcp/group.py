@@ -1,15 +1,11 @@
 """`python -m core.tools.mcp.group <command> [args...]`: a stdio MCP server whose whole
 process group ends with it.
 
-Why: the SDK starts a stdio server in a new session (its own process group) but kills
-that group only when the server outlives its grace period; a server that exits on
-stdin EOF, as the spec asks, or that crashes, leaves its own children (tool helpers,
-shells) running, re-parented to init. So the daemon starts this launcher as the group's
-leader; it runs the server in the same group, sharing stdin and stdout, and when the
-server exits for any reason (the daemon closing stdin at stop or reconnect, a crash, the
-daemon itself killed) it signals the group: SIGTERM, then SIGKILL to whatever is left
-after `GRACE_S`. When the SDK escalates it signals the group itself and reaches the
-server and its children directly.
+Why: the SDK kills a stdio server's process group only when the server outlives its
+grace period, so a server that exits on stdin EOF (as the spec asks) or crashes leaves
+its children running. This launcher leads the group, runs the server in it with the
+same stdin and stdout, and when the server exits for any reason signals the group:
+SIGTERM, then SIGKILL after `GRACE_S`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """One long-lived MCP session per server, owned by one task for the daemon's life.
 
 Why one owner task: the SDK's transports are anyio context managers that must be entered
-and left in the same task; a stdio server is a child process in its own process group,
-led by core/tools/mcp/group.py, which ends the group when the server exits; leaving
-`stdio_client` closes the server's stdin, which is what ends it. So each server has one
-task that connects, keeps the session (pinging it now and then), reconnects with backoff when it
-dies, and on `close()` leaves every context it entered. Callers only borrow the session.
+and left in the same task (leaving `stdio_client` closes the server's stdin, which ends
+it). The task connects, pings, reconnects with backoff when the session dies, and on
+`close()` leaves every context it entered; callers only borrow the session.
 """
 
 from __future__ import annotations
