@@ -63,7 +63,7 @@ class GroupRules:
             "welcome": self.welcome,
             "replies": dict(self.replies),
             "flood": (
-                {"count": flood.count, "seconds": flood.seconds, **flood.penalty.as_json()}
+                {"count": flood.count, "seconds": flood.seconds, "penalty": flood.penalty.as_json()}
                 if flood
                 else None
             ),
@@ -75,7 +75,9 @@ class GroupRules:
     def of(cls, value: Any) -> GroupRules:
         if not isinstance(value, dict):
             return cls()
-        flood, penalty = value.get("flood"), Penalty.of(value.get("flood"))
+        # The window and the mute are both seconds: the penalty is kept apart from the window.
+        flood = value.get("flood")
+        penalty = Penalty.of(flood.get("penalty")) if isinstance(flood, dict) else None
         replies = value.get("replies")
         return cls(
             welcome=value.get("welcome") or None,
