@@ -166,6 +166,9 @@ class ModerationStore(Protocol):
 
     async def log(self, platform: str, chat_id: str, limit: int = 10) -> list[ModAction]: ...
 
+    async def recent(self, limit: int = 200) -> list[ModAction]:
+        """The newest actions in every group (the console's Moderation page)."""
+
     async def joined(self, platform: str, chat_id: str, user_id: str, at: datetime) -> None: ...
 
     async def joined_at(self, platform: str, chat_id: str, user_id: str) -> datetime | None: ...
