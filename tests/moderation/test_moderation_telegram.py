@@ -169,3 +169,21 @@ def _permissions(params: dict[str, Any]) -> dict[str, Any]:
     found = params["permissions"]
     assert isinstance(found, dict), found
     return found
+
+
+async def test_another_refusal_is_logged_and_not_told_as_no_rights(
+    group: Group, tg: FakeTelegram
+) -> None:
+    assert "delete" in await group.ask(OWNER, "/mod flood 2/10s delete")
+    tg.fail("deleteMessage", 400, "Bad Request: message to delete not found")
+    for n in range(3):
+        group.say(MEMBER, f"spam {n}")
+    await tg.wait_for("deleteMessage", 1)
+    for _ in range(20):  # the outcome is written just after the refusal arrives
+        log = await group.ask(OWNER, "/mod log")
+        if "[started]" not in log:
+            break
+    assert "[failed]" in log, log
+    texts = [str(c.params["text"]) for c in tg.calls_of("sendMessage")]
+    assert not [t for t in texts if t.startswith("I can't")], texts
+    assert len(tg.calls_of("deleteMessage")) == 1
