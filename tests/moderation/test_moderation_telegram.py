@@ -8,7 +8,7 @@ exactly one `restrictChatMember` with `can_send_messages: false` and the mute's
 `until_date`; a newcomer's link is deleted and an admin's kept; a report does nothing
 before an admin's approve and exactly one action after it; without the rights (400 "not
 enough rights") the group gets one plain line, the platform is asked once, and `/mod log`
-records it.
+records it; another refusal (a message already gone) is logged as failed and not told.
 """
 
 from __future__ import annotations
@@ -98,7 +98,8 @@ async def test_welcome_keyword_flood_and_log(
     assert chat.requests == []  # no model call, for the answer or anything else
 
     assert "mute 10m" in await group.ask(OWNER, "/mod flood 5/10s mute 10m")
-    spam = [group.say(MEMBER, f"spam {n}") for n in range(6)]
+    for n in range(6):
+        group.say(MEMBER, f"spam {n}")
     before = int(time.time())
     (restrict,) = await tg.wait_for("restrictChatMember", 1)
     after = int(time.time())
@@ -110,7 +111,6 @@ async def test_welcome_keyword_flood_and_log(
     log = await group.ask(OWNER, "/mod log")
     assert "mute 10m Mark" in log and "(flood)" in log, log
     assert len(tg.restricted) == 1 and tg.member_deletes == []
-    assert spam[-1]["message_id"] > spam[0]["message_id"]
     assert chat.requests == []
 
 
