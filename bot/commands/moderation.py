@@ -45,7 +45,7 @@ def penalty_of(words: list[str], allowed: tuple[str, ...]) -> Penalty | str:
     if kind not in allowed:
         return f"Unknown action {words[0]!r}: use one of {', '.join(allowed)}."
     if kind != "mute":
-        return Penalty(kind) if len(words) == 1 else f"Usage: … {kind}"
+        return Penalty(kind) if len(words) == 1 else f"{kind} takes nothing after it."
     found = re.fullmatch(r"(\d{1,6})m", words[1]) if len(words) == 2 else None
     if found is None:
         return "Usage: mute <N>m, e.g. mute 10m."

@@ -81,6 +81,15 @@ class Members:
             else:
                 raise ActionFailed(f"nothing to do for {action.kind}")
         except (BadRequest, Forbidden) as exc:
-            raise NoRights(str(exc)) from None
+            raise (NoRights if _for_want_of_rights(exc) else ActionFailed)(str(exc)) from None
         except TelegramError as exc:
             raise ActionFailed(str(exc)) from None
+
+
+def _for_want_of_rights(exc: TelegramError) -> bool:
+    """Telegram's refusals for a bot that is no admin with the rights ("not enough rights
+    to ...", "need administrator rights", "CHAT_ADMIN_REQUIRED", "message can't be
+    deleted"); another 400 ("message to delete not found", "user is an administrator")
+    is a failure the group is not told about."""
+    text = exc.message.casefold()
+    return any(part in text for part in ("rights", "admin_required", "can't be deleted"))

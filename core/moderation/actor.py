@@ -42,6 +42,13 @@ class Actor:
         (recorded already: nothing is done)."""
         action = await self.store.begin(draft)
         if action is None:
+            log.info(
+                "moderation: %s in %s:%s was recorded already (%s); not taken again",
+                draft.penalty.kind,
+                draft.platform,
+                draft.chat_id,
+                draft.key,
+            )
             return "repeat"
         name = clean_name(draft.user_name, draft.user_id)
         kind = draft.penalty.kind

@@ -22,7 +22,8 @@ INSTRUCTION = (
 )
 NO_RULES = "(no rules set: judge by common courtesy)"
 MAX_MUTE_MINUTES = 43200  # 30 days: the longest QQ and Telegram take
-_ACTION = re.compile(r"^\s*ACTION:\s*(none|warn|delete|kick|mute\s+(\d{1,5})m)\s*$", re.I | re.M)
+_ACTION = re.compile(r"^\s*ACTION:(.*)$", re.I | re.M)
+_VALUE = re.compile(r"\s*(none|warn|delete|kick|mute\s+(\d{1,5})m)\s*", re.I)
 _REASON = re.compile(r"^\s*REASON:\s*(.+?)\s*$", re.I | re.M)
 _TAGS = ("reported_message", "group_rules")
 
@@ -38,9 +39,12 @@ def request(rules: str | None, sender: str, text: str) -> list[dict[str, Any]]:
 
 
 def verdict(answer: str) -> tuple[Penalty, str]:
-    """The model's answer read strictly: (penalty, reason); anything else is none."""
-    found, reason = _ACTION.search(answer), _REASON.search(answer)
+    """The model's answer read strictly: (penalty, reason). Anything but one ACTION line
+    naming one action (none, two lines that disagree, words after the action, a mute out
+    of range) is none: a proposal is only ever what the model plainly said."""
+    lines, reason = _ACTION.findall(answer), _REASON.search(answer)
     why = reason.group(1)[:300] if reason else ""
+    found = _VALUE.fullmatch(lines[0]) if len(lines) == 1 else None
     if found is None:
         return Penalty("none"), why
     word = found.group(1).split()[0].casefold()

@@ -106,6 +106,10 @@ class SqlModerationStore:
         )
         return await _ACTIONS.all(self._db, query)
 
+    async def recent(self, limit: int = 200) -> list[ModAction]:
+        query = _ACTIONS.select().order_by(ModActionRow.id.desc()).limit(limit)
+        return await _ACTIONS.all(self._db, query)
+
     async def joined(self, platform: str, chat_id: str, user_id: str, at: datetime) -> None:
         check_key("moderated chat", platform, chat_id)
         bind = (

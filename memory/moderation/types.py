@@ -63,7 +63,7 @@ class GroupRules:
             "welcome": self.welcome,
             "replies": dict(self.replies),
             "flood": (
-                {"count": flood.count, "seconds": flood.seconds, **flood.penalty.as_json()}
+                {"count": flood.count, "seconds": flood.seconds, "penalty": flood.penalty.as_json()}
                 if flood
                 else None
             ),
@@ -75,7 +75,9 @@ class GroupRules:
     def of(cls, value: Any) -> GroupRules:
         if not isinstance(value, dict):
             return cls()
-        flood, penalty = value.get("flood"), Penalty.of(value.get("flood"))
+        # The window and the mute are both seconds: the penalty is kept apart from the window.
+        flood = value.get("flood")
+        penalty = Penalty.of(flood.get("penalty")) if isinstance(flood, dict) else None
         replies = value.get("replies")
         return cls(
             welcome=value.get("welcome") or None,
@@ -163,6 +165,9 @@ class ModerationStore(Protocol):
     async def end(self, action_id: int, state: str, detail: str = "") -> None: ...
 
     async def log(self, platform: str, chat_id: str, limit: int = 10) -> list[ModAction]: ...
+
+    async def recent(self, limit: int = 200) -> list[ModAction]:
+        """The newest actions in every group (the console's Moderation page)."""
 
     async def joined(self, platform: str, chat_id: str, user_id: str, at: datetime) -> None: ...
 

@@ -1,10 +1,12 @@
 """The fake Bot API's group members: who is an admin (getChatMember), and the moderation
 methods (restrictChatMember, banChatMember, deleteMessage of a member's message), each
 recorded; `no_rights()` makes them answer 400 "not enough rights" as Telegram does for a
-bot that is not an admin with those rights."""
+bot that is not an admin with those rights; `hold_moderation()` carries a call out and
+holds its answer (the platform acted, the bot has not heard so: where a kill hurts most)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from aiohttp import web
@@ -24,12 +26,28 @@ class MemberModel(ChatModel):
         self.banned: list[dict[str, Any]] = []
         self.member_deletes: list[tuple[int, int]] = []
         self._no_rights = False
+        self._moderation_open = asyncio.Event()
+        self._moderation_open.set()
 
     def make_admin(self, chat_id: int, user_id: int, status: str = "administrator") -> None:
         self.chat_admins.setdefault(chat_id, {})[user_id] = status
 
     def no_rights(self, on: bool = True) -> None:
         self._no_rights = on
+
+    def hold_moderation(self) -> None:
+        """Moderation calls are carried out and recorded; their answers wait until
+        `release_moderation()`."""
+        self._moderation_open.clear()
+
+    def release_moderation(self) -> None:
+        self._moderation_open.set()
+
+    async def _answer_when_released(self) -> None:
+        changed: asyncio.Condition = self._changed  # type: ignore[attr-defined]
+        async with changed:  # what was done shows at once, before the answer
+            changed.notify_all()
+        await self._moderation_open.wait()
 
     async def _api_getChatMember(self, params: dict[str, Any]) -> web.Response:  # noqa: N802
         chat, who = int(params["chat_id"]), int(params["user_id"])
@@ -47,12 +65,14 @@ class MemberModel(ChatModel):
         if self._no_rights:
             return api_error(400, NO_RIGHTS)
         self.restricted.append(params)
+        await self._answer_when_released()
         return api_ok(True)
 
     async def _api_banChatMember(self, params: dict[str, Any]) -> web.Response:  # noqa: N802
         if self._no_rights:
             return api_error(400, "Bad Request: not enough rights to ban chat member")
         self.banned.append(params)
+        await self._answer_when_released()
         return api_ok(True)
 
     async def _api_deleteMessage(self, params: dict[str, Any]) -> web.Response:  # noqa: N802
@@ -62,6 +82,7 @@ class MemberModel(ChatModel):
                 return api_error(400, "Bad Request: message can't be deleted")
             self.member_messages.discard(key)  # type: ignore[arg-type]
             self.member_deletes.append(key)  # type: ignore[arg-type]
+            await self._answer_when_released()
             return api_ok(True)
         return await super()._api_deleteMessage(params)
 

@@ -79,6 +79,11 @@ _JSON_FIELDS = frozenset(
         "draft_id",
         "reaction",
         "is_big",
+        "user_id",
+        "until_date",
+        "permissions",
+        "use_independent_chat_permissions",
+        "revoke_messages",
     }
 )
 
