@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 
 from sqlalchemy import (
     Connection,
-    Select,
+    Executable,
+    String,
     bindparam,
     delete,
     func,
@@ -90,7 +91,7 @@ class KnowledgeStore:
         # Every write through this store bumps it: a cached "does this scope have
         # documents?" (core/knowledge/presence.py) is stale once it moves.
         self.writes = 0
-        self._fingerprints: dict[int, Select[Any]] = {}
+        self._fingerprints: dict[int, Executable] = {}
 
     async def _write(self, fn: Callable[[Connection], T]) -> T:
         try:
@@ -321,7 +322,7 @@ class KnowledgeStore:
         query = self._fingerprints.get(len(scopes))
         if query is None:  # built once per number of scopes: it runs on most turns
             doc = KnowledgeDocumentRow
-            named = [bindparam(f"scope_{i}") for i in range(len(scopes))]
+            named = [bindparam(f"scope_{i}", type_=String()) for i in range(len(scopes))]
             query = (
                 select(doc.scope, func.count(), func.sum(doc.id), func.max(doc.updated_at))
                 .where(doc.scope.in_(named), doc.state == "ready")

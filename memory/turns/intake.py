@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Update, bindparam, func, select, update
+from sqlalchemy import Connection, String, Update, bindparam, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from memory.db.migrate import Database
@@ -172,7 +172,7 @@ class IntakeStore:
         key = (expected, delivery)
         statement = self._moves.get(key)
         if statement is None:
-            states = [bindparam(f"expected_{i}") for i in range(expected)]
+            states = [bindparam(f"expected_{i}", type_=String()) for i in range(expected)]
             values: dict[str, Any] = {"state": bindparam("state"), "updated_at": bindparam("now")}
             if delivery:
                 values["delivery"] = bindparam("delivery", type_=IntakeRow.delivery.type)
