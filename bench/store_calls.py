@@ -20,6 +20,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from io import BytesIO
 from pathlib import Path
@@ -33,6 +34,7 @@ async def measure(repeat: int) -> dict[str, float]:
     """Microseconds of process CPU per call, for each call (imports the tree on sys.path)."""
     from memory.turns.store import open_storage
     from memory.turns.types import IntakeDraft, NewTurn
+    from memory.usage.types import UsageDelta
 
     with tempfile.TemporaryDirectory() as folder:
         store = await open_storage(f"sqlite:///{folder}/calls.sqlite")
@@ -57,6 +59,8 @@ async def measure(repeat: int) -> dict[str, float]:
             )
             entry = await store.intake.accept(draft)
             assert entry is not None
+            ids = iter(range(10**9))
+            spend = UsageDelta(datetime.now(UTC).date(), "http", "c", "ann", "m", "reply", 90, 9)
             calls: dict[str, Callable[[], Awaitable[object]]] = {
                 "intake: move (a reply delivered)": lambda: store.intake.move(
                     entry.id, "answered", expected=["pending", "answered"], delivery={"m": [1]}
@@ -67,6 +71,18 @@ async def measure(repeat: int) -> dict[str, float]:
                 calls[f"history read, {rows} turns"] = lambda rows=rows: store.turn_material(
                     "http", "c", "ann", rows, None
                 )
+            calls["intake: accept (a new message)"] = lambda: store.intake.accept(
+                replace(draft, platform_message_id=f"n{next(ids)}")
+            )
+            calls["turns: store a message and its reply"] = lambda: store.add_turns(
+                [
+                    NewTurn(
+                        "http", "c", "private", "user", "message", "[ann]: hi", 5, "ann", "Ann"
+                    ),
+                    NewTurn("http", "c", "private", "assistant", "message", "hello", 2),
+                ]
+            )
+            calls["usage: add one call"] = lambda: store.usage.add([spend])
             spent: dict[str, float] = {}
             for name, call in calls.items():
                 for _ in range(repeat // 20):
