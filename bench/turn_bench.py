@@ -49,6 +49,12 @@ TARGET_TURNS_PER_S = 200.0
 TARGET_P50_RATIO = 3.0
 TARGET_SLOW_WALL_S = 1_000.0  # what one chat after another would take with a 1 s model
 IDEAL_SLOW_WALL_S = 5.0  # "a few seconds"
+# Issue 45's goals for one process: a turn's latency against the openai SDK's round trip
+# alone, turns/s, and the slow run's wall against its floor (every chat waits for the
+# model once; max_in_flight of them at a time).
+GOAL_SDK_RATIO = 2.0
+GOAL_TURNS_PER_S = 300.0
+GOAL_FLOOR_RATIO = 1.5
 DEFAULT_IN_FLIGHT = 64  # [bot] max_in_flight's default
 WIDE_IN_FLIGHT = 256  # the same run with the bound raised (SQLite; no lock connections)
 # Environment variables the daemon honours; the bench's config must not be overridden.
@@ -422,6 +428,7 @@ def render(fast: FastResults, slows: list[SlowResults], command: str, elapsed: f
             f"with `max_in_flight = {best.max_in_flight}` | "
             f"{verdict(best.run.elapsed <= IDEAL_SLOW_WALL_S)} |"
         )
+    lines += _goals(fast, slows)
     lines += [
         "",
         "### Measurements",
@@ -444,6 +451,34 @@ def render(fast: FastResults, slows: list[SlowResults], command: str, elapsed: f
         f"throughput / bare {tp.per_s / fast.bare_tp.per_s:.2f}x.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def floor_s(slow: SlowResults) -> float:
+    """The slow run's least possible wall: rounds of max_in_flight chats, one model wait each."""
+    return -(-slow.run.sent // slow.max_in_flight) * slow.latency_s
+
+
+def _goals(fast: FastResults, slows: list[SlowResults]) -> list[str]:
+    """Issue 45's rows: the turn's own cost, read against the references it cannot beat."""
+    sdk_ratio = fast.ours_lat.p50_ms / fast.sdk_lat.p50_ms
+    tp = fast.ours_tp.per_s
+    rows = [
+        f"| issue 45: p50 turn latency ≤ {GOAL_SDK_RATIO:g}x the openai SDK round trip alone | "
+        f"{sdk_ratio:.1f}x ({fast.ours_lat.p50_ms:.2f} vs {fast.sdk_lat.p50_ms:.2f} ms) | "
+        f"{verdict(sdk_ratio <= GOAL_SDK_RATIO)} |",
+        f"| issue 45: ≥ {GOAL_TURNS_PER_S:g} turns/s (as the first row) | {tp:,.0f} turns/s | "
+        f"{verdict(tp >= GOAL_TURNS_PER_S)} |",
+    ]
+    for slow in slows:
+        if slow.max_in_flight != WIDE_IN_FLIGHT:
+            continue
+        ratio = slow.run.elapsed / floor_s(slow)
+        rows.append(
+            f"| issue 45: {slow.run.sent:,} chats at once, `max_in_flight = "
+            f"{slow.max_in_flight}`, ≤ {GOAL_FLOOR_RATIO:g}x the floor ({floor_s(slow):g} s) | "
+            f"{ratio:.1f}x ({slow.run.elapsed:.1f} s) | {verdict(ratio <= GOAL_FLOOR_RATIO)} |"
+        )
+    return rows
 
 
 def _row(name: str, run: Run) -> str:

@@ -39,6 +39,7 @@ from bench.turn_bench import (  # noqa: E402
     FakeModelProcess,
     chat_bodies,
     drive,
+    round_robin,
 )
 
 SECTION = "turn-pair"
@@ -54,6 +55,7 @@ class PairRun:
     sent: int
     main_ms: float | None  # the daemon's event-loop thread, CPU ms per turn
     other_ms: float | None  # its other threads (SQLite work), CPU ms per turn
+    p50_ms: float  # one turn at a time (turn_bench's latency run), median
 
 
 def thread_cpu_s(pid: int) -> tuple[float, float] | None:
@@ -82,11 +84,13 @@ async def one_run(label: str, root: Path, model_url: str, chats: int, turns: int
             before = thread_cpu_s(daemon.proc.pid)
             run = await drive(daemon.chat_url, chat_bodies(chats, turns, "tp"))
             after = thread_cpu_s(daemon.proc.pid)
+            # The latency the SDK ratio is about: one request at a time, no queue.
+            alone = await drive(daemon.chat_url, round_robin(chat_bodies(20, 10, "lat")))
     main_ms = other_ms = None
     if before is not None and after is not None:
         main_ms = (after[0] - before[0]) * 1000 / run.sent
         other_ms = (after[1] - before[1]) * 1000 / run.sent
-    return PairRun(label, run.per_s, run.answered, run.sent, main_ms, other_ms)
+    return PairRun(label, run.per_s, run.answered, run.sent, main_ms, other_ms, alone.p50_ms)
 
 
 def checkout(rev: str, into: Path) -> str:
@@ -133,7 +137,10 @@ def _cpu(run: PairRun) -> str:
     if run.main_ms is None or run.other_ms is None:
         return "CPU n/a"
     total = run.main_ms + run.other_ms
-    return f"CPU {total:.2f} ms/turn (loop {run.main_ms:.2f}, other threads {run.other_ms:.2f})"
+    return (
+        f"CPU {total:.2f} ms/turn (loop {run.main_ms:.2f}, other threads "
+        f"{run.other_ms:.2f}); p50 alone {run.p50_ms:.2f} ms"
+    )
 
 
 def _median(values: list[float | None]) -> float | None:
@@ -155,13 +162,14 @@ def render(runs: list[PairRun], other: str, rounds: int, chats: int, turns: int)
         main = _median([r.main_ms for r in mine])
         rest = _median([r.other_ms for r in mine])
         total = main + rest if main is not None and rest is not None else None
+        p50 = statistics.median(r.p50_ms for r in mine)
         medians[label] = (per_s, total)
         each = ", ".join(f"{r.per_s:.0f}" for r in mine)
         answered = sum(r.answered for r in mine)
         sent = sum(r.sent for r in mine)
         rows.append(
             f"| {label} | {per_s:,.0f} ({each}) | {_ms(total)} | {_ms(main)} | {_ms(rest)} "
-            f"| {answered:,}/{sent:,} |"
+            f"| {p50:.2f} | {answered:,}/{sent:,} |"
         )
     (ours, our_cpu), (theirs, their_cpu) = medians[labels[0]], medians[other]
     cpu_line = ""
@@ -178,9 +186,12 @@ def render(runs: list[PairRun], other: str, rounds: int, chats: int, turns: int)
         "HTTP channel, SQLite, one fake model process answering at once), once per tree per "
         f"round for {rounds} rounds, the order alternating (A B, B A, ...). CPU is the "
         "daemon's, per turn, from /proc: its event-loop thread and its other threads (SQLite "
-        "runs in worker threads). Medians; every run's turns/s in brackets.\n\n"
-        "| daemon | turns/s | CPU ms/turn | event loop | other threads | answered |\n"
-        "|---|---:|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n\n"
+        "runs in worker threads). *p50 alone*: after it, 200 turns one at a time over 20 "
+        "chats (turn_bench's latency run), their median latency. Medians of the runs; "
+        "every run's turns/s in brackets.\n\n"
+        "| daemon | turns/s | CPU ms/turn | event loop | other threads | p50 alone ms "
+        "| answered |\n"
+        "|---|---:|---:|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n\n"
         f"This tree: {ours / theirs:.2f}x the turns/s of {other}{cpu_line}; target "
         f"≥ {TARGET_TURNS_PER_S:g} turns/s.\n"
     )

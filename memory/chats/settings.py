@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from memory.chats.models import ChatSettingsRow
@@ -171,6 +171,11 @@ _COLUMNS = (
     ChatSettingsRow.updated_at,
     ChatSettingsRow.id,
 )
+# Built once: the gate reads a chat's settings on most turns.
+_ONE_CHAT = select(*_COLUMNS).where(
+    ChatSettingsRow.platform == bindparam("platform"),
+    ChatSettingsRow.chat_id == bindparam("chat_id"),
+)
 
 
 def _settings(row: Any) -> ChatSettings:
@@ -203,10 +208,8 @@ class ChatSettingsStore:
     async def get(self, platform: str, chat_id: str) -> ChatSettings:
         """This chat's settings, or the defaults when nobody changed any."""
         check_key("chat settings", platform, chat_id)
-        query = select(*_COLUMNS).where(
-            ChatSettingsRow.platform == platform, ChatSettingsRow.chat_id == chat_id
-        )
-        row = await self._db.read(lambda conn: conn.execute(query).first())
+        params = {"platform": platform, "chat_id": chat_id}
+        row = await self._db.read(lambda conn: conn.execute(_ONE_CHAT, params).first())
         return _settings(row) if row is not None else ChatSettings(platform, chat_id)
 
     async def update(self, platform: str, chat_id: str, *, by: str, **changes: Any) -> ChatSettings:

@@ -14,7 +14,18 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, delete, func, insert, select, text, update
+from sqlalchemy import (
+    Connection,
+    Executable,
+    String,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
 
 from memory.db.migrate import Database
 from memory.db.rows import AUTHOR_LEN, NAME_LEN, clean_text, utcnow
@@ -80,6 +91,7 @@ class KnowledgeStore:
         # Every write through this store bumps it: a cached "does this scope have
         # documents?" (core/knowledge/presence.py) is stale once it moves.
         self.writes = 0
+        self._fingerprints: dict[int, Executable] = {}
 
     async def _write(self, fn: Callable[[Connection], T]) -> T:
         try:
@@ -307,13 +319,18 @@ class KnowledgeStore:
     async def fingerprint(self, scopes: Sequence[str]) -> dict[str, tuple[int, int, str]]:
         """Per scope, what changes whenever its searchable vectors may have: the number and
         id sum of ready documents and their latest update (cheap: documents, not chunks)."""
-        doc = KnowledgeDocumentRow
-        query = (
-            select(doc.scope, func.count(), func.sum(doc.id), func.max(doc.updated_at))
-            .where(doc.scope.in_(list(scopes)), doc.state == "ready")
-            .group_by(doc.scope)
-        )
-        rows = await self._db.read(lambda conn: conn.execute(query).all())
+        query = self._fingerprints.get(len(scopes))
+        if query is None:  # built once per number of scopes: it runs on most turns
+            doc = KnowledgeDocumentRow
+            named = [bindparam(f"scope_{i}", type_=String()) for i in range(len(scopes))]
+            query = (
+                select(doc.scope, func.count(), func.sum(doc.id), func.max(doc.updated_at))
+                .where(doc.scope.in_(named), doc.state == "ready")
+                .group_by(doc.scope)
+            )
+            self._fingerprints[len(scopes)] = query
+        params = {f"scope_{i}": scope for i, scope in enumerate(scopes)}
+        rows = await self._db.read(lambda conn: conn.execute(query, params).all())
         return {r[0]: (int(r[1]), int(r[2] or 0), str(r[3])) for r in rows}
 
     async def load_vectors(self, scope: str, model: str) -> tuple[list[int], list[bytes]]:

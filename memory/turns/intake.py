@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, select, update
+from sqlalchemy import Connection, String, Update, bindparam, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from memory.db.migrate import Database
@@ -99,6 +99,7 @@ class IntakeStore:
             .on_conflict_do_nothing(index_elements=["platform", "chat_id", "platform_message_id"])
             .returning(IntakeRow.id)
         )
+        self._moves: dict[tuple[int, bool], Update] = {}
 
     async def accept(self, draft: IntakeDraft) -> IntakeEntry | None:
         """Store a triggered message as `pending`; None when its message id was seen.
@@ -156,16 +157,32 @@ class IntakeStore:
         delivery: dict[str, Any] | None = None,
     ) -> bool:
         """Conditional state change; False when the row was not in an expected state."""
-        values: dict[str, Any] = {"state": state, "updated_at": utcnow()}
+        statement = self._move_statement(len(expected), delivery is not None)
+        params: dict[str, Any] = {"entry_id": entry_id, "state": state, "now": utcnow()}
+        params.update((f"expected_{i}", each) for i, each in enumerate(expected))
         if delivery is not None:
-            values["delivery"] = delivery
-        statement = (
-            update(IntakeRow)
-            .where(IntakeRow.id == entry_id, IntakeRow.state.in_(list(expected)))
-            .values(**values)
-        )
-        done = await self._db.write(lambda conn: conn.execute(statement).rowcount)
+            params["delivery"] = delivery
+        done = await self._db.write(lambda conn: conn.execute(statement, params).rowcount)
         return bool(done == 1)
+
+    def _move_statement(self, expected: int, delivery: bool) -> Update:
+        """`move`'s UPDATE for `expected` states, built once per shape: every delivered
+        reply runs it, and a statement built per call (its IN list expanded at each
+        execution) cost more than the write itself."""
+        key = (expected, delivery)
+        statement = self._moves.get(key)
+        if statement is None:
+            states = [bindparam(f"expected_{i}", type_=String()) for i in range(expected)]
+            values: dict[str, Any] = {"state": bindparam("state"), "updated_at": bindparam("now")}
+            if delivery:
+                values["delivery"] = bindparam("delivery", type_=IntakeRow.delivery.type)
+            statement = (
+                update(IntakeRow)
+                .where(IntakeRow.id == bindparam("entry_id"), IntakeRow.state.in_(states))
+                .values(**values)
+            )
+            self._moves[key] = statement
+        return statement
 
     async def note_delivery(self, entry_id: int, delivery: dict[str, Any]) -> bool:
         """Record where the reply is being shown (a stream's messages) while the row is
