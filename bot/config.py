@@ -38,6 +38,7 @@ from bot.sections import (
     LlmConfig,
     PrivateConfig,
     RemindersConfig,
+    SandboxConfig,
     StorageConfig,
     ToolsConfig,
     VisionConfig,
@@ -88,6 +89,7 @@ class Settings(BaseSettings):
     reminders: RemindersConfig = RemindersConfig()
     jobs: JobsConfig = JobsConfig()
     images: ImagesConfig = ImagesConfig()
+    sandbox: SandboxConfig = SandboxConfig()
     knowledge: KnowledgeSettings = KnowledgeSettings()  # core/knowledge/settings.py
 
     @model_validator(mode="after")
