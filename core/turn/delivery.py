@@ -145,7 +145,8 @@ def without_image(message: OutboundMessage) -> OutboundMessage:
 
 def without_document(message: OutboundMessage) -> OutboundMessage:
     """A file's message for a channel that sends no files: its name and a note."""
-    note = f"(A file, {message.document_name or 'unnamed'}, was made, but this chat cannot take files.)"
+    name = message.document_name or "unnamed"
+    note = f"(A file, {name}, was made, but this chat cannot take files.)"
     return replace(message, document=None, document_name=None, text=note, plain=True)
 
 
