@@ -39,6 +39,7 @@ from bot.sections import (
     ModerationConfig,
     PrivateConfig,
     RemindersConfig,
+    SandboxConfig,
     StorageConfig,
     ToolsConfig,
     VisionConfig,
@@ -89,6 +90,7 @@ class Settings(BaseSettings):
     reminders: RemindersConfig = RemindersConfig()
     jobs: JobsConfig = JobsConfig()
     images: ImagesConfig = ImagesConfig()
+    sandbox: SandboxConfig = SandboxConfig()
     knowledge: KnowledgeSettings = KnowledgeSettings()  # core/knowledge/settings.py
     moderation: ModerationConfig = ModerationConfig()  # /mod (core/moderation/)
 

@@ -315,3 +315,35 @@ class ModerationConfig(Section):
     group_admins: bool = True
     new_member_hours: float = Field(24.0, gt=0, le=24 * 365)
     report_tokens: int = Field(200, ge=20, le=4000)  # the judging call's answer
+
+
+class SandboxConfig(Section):
+    """The model's `run_python` tool (core/sandbox/): Python run in a child process with no
+    network and nothing of the host but the chat's own folder; files it writes under out/
+    are sent to the chat."""
+
+    enabled: bool = True
+    # "bwrap" (bubblewrap namespaces), "wasi" (CPython in WebAssembly under wasmtime), or
+    # "auto": bwrap where user namespaces work, else wasi; the start log says which and why.
+    engine: Literal["auto", "bwrap", "wasi"] = "auto"
+    # Who may run code: "admins" ([bot] admins), "everyone" or a list of "platform:id" (plus
+    # admins); checked when the tool is offered and again when a call runs.
+    allow: Allow = "admins"
+    timeout_s: float = Field(30.0, gt=0, le=600)
+    memory_mb: int = Field(256, ge=64, le=16384)
+    max_output_chars: int = Field(4000, ge=100, le=100_000)
+    max_files: int = Field(5, ge=0, le=50)  # files of out/ sent after one run
+    max_file_mb: int = Field(10, ge=1, le=50)  # also the largest file a run may write
+    max_processes: int = Field(32, ge=1, le=1024)  # bwrap: processes one run may hold
+    keep_hours: float = Field(24.0, gt=0)  # a chat's folder is removed this long after its last run
+    max_running: int = Field(2, ge=1, le=32)  # runs at once; more wait their turn
+    folder: Path = Path("data/sandbox")  # the chats' folders
+    wasi_cache: Path = Path("data/wasi-cache")  # the wasi engine's compiled module
+    python: str = ""  # bwrap: the interpreter a run uses; empty: /usr/bin/python3
+
+    @field_validator("allow")
+    @classmethod
+    def _allow(cls, value: Allow) -> Allow:
+        if value == "auto":
+            raise ValueError('allow is "everyone", "admins" or a list of platform:id')
+        return check_allow(value)

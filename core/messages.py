@@ -167,6 +167,10 @@ class OutboundMessage:
     # A picture (PNG/JPEG bytes) with `text` as its caption; a channel that cannot show
     # pictures sends the text with a note instead (core/turn/delivery.py).
     image: bytes | None = None
+    # A file (a sandbox run's output) sent as a document named `document_name`, `text` its
+    # caption; a channel that cannot send files sends the text with a note instead.
+    document: bytes | None = None
+    document_name: str | None = None
     # The reminder (or scheduled task) this message delivers, for channels that report
     # it (the HTTP push body).
     reminder_id: int | None = None

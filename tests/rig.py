@@ -62,6 +62,8 @@ def settings_for(
         # Tests written before bursts answer each message alone; burst tests turn it on.
         "groups": {"burst_ms": 0},
         "private": {"burst_ms": 0},
+        # Running code is tested in tests/sandbox/, which turns it on with its own folder.
+        "sandbox": {"enabled": False, "folder": str(tmp_path / "sandbox")},
     }
     if database_url is not None:
         data["storage"] = {"url": database_url}

@@ -40,6 +40,7 @@ from bot.wiring.models import (
 from bot.wiring.moderation import build_moderation
 from bot.wiring.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
 from bot.wiring.reminders import add_commands, add_remind_tool, build_reminders, build_scheduler
+from bot.wiring.sandbox import add_sandbox_tool, build_sandbox
 from bot.wiring.shared_media import SharedMedia
 from bot.wiring.storage import open_daemon_storage
 from channels.base import Channel, ChannelHealth
@@ -227,6 +228,7 @@ class App:
         jobs, resolver = self.storage.jobs, self._seams.links_resolver
         self._drawing = build_drawing(settings, jobs, self._stack, self._clock, admins, resolver)
         self._tasks = build_tasks(settings, jobs, self.routes, admins)  # spawn
+        self._sandbox = await build_sandbox(settings, admins, self._stack, self._shared, self)
         tool_loop = self._tool_loop(llm, meter, mcp)
         outbox = self.outbox = Outbox(self.routes, self.storage.intake)
         self.processor = MessageProcessor(
@@ -410,6 +412,7 @@ class App:
         if self.knowledge is not None:
             self.knowledge.add_tool(registry)  # searches the sender's chat and global
         self._tasks.add_tool(registry)  # offered only to those [jobs] spawn_allow
+        add_sandbox_tool(registry, self._sandbox)  # run_python, offered to [sandbox] allow
         return ToolLoop(
             registry,
             llm,

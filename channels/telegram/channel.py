@@ -85,6 +85,7 @@ class TelegramChannel:
     name = PLATFORM
     pushes = True
     shows_images = True  # OutboundMessage.image goes out as a picture
+    sends_files = True  # OutboundMessage.document goes out as a document
 
     def __init__(
         self,
@@ -229,6 +230,12 @@ class TelegramChannel:
                     thread_id=target.thread_id,
                 )
                 ids = [photo]
+            elif message.document is not None:  # a file a sandbox run made
+                name = message.document_name or "file"
+                doc = await self._sender.send_document(
+                    target.chat_id, message.document, name, thread_id=target.thread_id
+                )
+                ids = [doc]
             elif message.private_to is not None:
                 username = self._me.username if self._me else None
                 ids = await send_private(self._sender, message, target, bot_username=username)

@@ -234,6 +234,20 @@ class TelegramSender:
 
         return await self._request(chat_id, call, False, True)
 
+    async def send_document(
+        self, chat_id: int, data: bytes, name: str, *, thread_id: int | None = None
+    ) -> int:
+        """One file (a sandbox run's output) under its name, paced and retried like a
+        text piece."""
+
+        async def call() -> int:
+            sent = await self._bot.send_document(
+                chat_id, InputFile(data, filename=name), message_thread_id=thread_id
+            )
+            return sent.message_id
+
+        return await self._request(chat_id, call, False, True)
+
     async def delete(self, chat_id: int, message_id: int) -> bool:
         """Delete one of our messages; failures are only logged (False)."""
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,8 @@ from core.messages import Attachment, InboundMessage
 from core.usage.meter import UsageSubject
 
 log = logging.getLogger(__name__)
+# Called with each document fetched for a message and its bytes (the sandbox's in/).
+KeepDocument = Callable[[InboundMessage, Attachment, bytes], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -67,13 +69,18 @@ class SharedReader:
         self._documents = documents or DocumentLimits(enabled=False)
         self._speech = speech
         self._defuse = defuse
+        self._keep: KeepDocument | None = None
+
+    def keep_documents(self, keep: KeepDocument) -> None:
+        """Hand each document fetched for a chat to `keep` too (the sandbox's in/)."""
+        self._keep = keep
 
     async def __call__(self, message: InboundMessage) -> SharedNotes:
         who = UsageSubject.of(message)
         docs = [a for a in message.attachments if a.kind == "document"]
         voices = [a for a in message.attachments if a.kind in ("voice", "audio")]
         voice_task = asyncio.gather(*(self._voice(v, who) for v in voices))
-        doc_task = asyncio.gather(*(self._document(d) for d in docs))
+        doc_task = asyncio.gather(*(self._document(d, message) for d in docs))
         voice_notes, doc_notes = await asyncio.gather(voice_task, doc_task)
         notes: list[str] = []
         short: list[str] = []
@@ -153,7 +160,7 @@ class SharedReader:
             return "(Voice: no speech heard)"
         return f"(Voice: {neutralise(text, self._defuse)})"
 
-    async def _document(self, attachment: Attachment) -> tuple[str, str]:
+    async def _document(self, attachment: Attachment, message: InboundMessage) -> tuple[str, str]:
         name = one_line(attachment.name or "file", 120)
         limits = self._documents
         if not limits.enabled:
@@ -173,6 +180,8 @@ class SharedReader:
         if len(data) > limits.max_bytes:
             note = f"{name} — not read: larger than {_mb(limits.max_bytes)}"
             return note, note
+        if self._keep is not None:
+            await self._keep(message, attachment, data)
         try:
             doc = await self._parse(data, attachment, limits)
         except ParseFailed as exc:

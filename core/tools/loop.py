@@ -359,12 +359,13 @@ class ToolLoop:
         if not tool.offered(ctx):  # written anyway (a guess, an old turn, an injection)
             log.info("tool %s refused: not offered to %s", call.tool, ctx.sender_key)
             return Observation(f"Not run: the {call.tool} tool is not available here.", ok=False)
+        timeout_s = tool.timeout_s or self._timeout_s
         try:
-            return await asyncio.wait_for(tool.handler(call.arg, ctx), self._timeout_s)
+            return await asyncio.wait_for(tool.handler(call.arg, ctx), timeout_s)
         except TimeoutError:
-            log.warning("tool %s timed out after %gs", call.tool, self._timeout_s)
+            log.warning("tool %s timed out after %gs", call.tool, timeout_s)
             return Observation(
-                f"The {call.tool} tool did not answer within {self._timeout_s:g} s.", ok=False
+                f"The {call.tool} tool did not answer within {timeout_s:g} s.", ok=False
             )
         except Exception:
             log.exception("tool %s failed", call.tool)

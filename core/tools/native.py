@@ -34,7 +34,7 @@ def as_json_text(arguments: Any) -> str:
 
 def native_arg(arguments: str, tool: Tool) -> tuple[str, str | None]:
     """The tool argument from a native call's JSON, or a reason it cannot be used."""
-    if len(arguments) > MAX_MARKER_ARG_CHARS + 100:
+    if len(arguments) > max(MAX_MARKER_ARG_CHARS, tool.max_arg_chars) + 100:
         return "", "Not run: the arguments are too long."
     try:
         data = json.loads(arguments or "{}")

@@ -136,6 +136,11 @@ class Tool:
     # or changes things (`draw`) is left out of the request for anyone else, and the loop
     # refuses a call to it from them anyway (a model may write a marker it was not shown).
     offered_to: Callable[[ToolContext], bool] | None = None
+    # A tool whose argument is text with meaningful layout (`run_python`'s code): kept as
+    # written instead of joined into one line of words, up to `max_arg_chars`.
+    verbatim: bool = False
+    max_arg_chars: int = MAX_MARKER_ARG_CHARS
+    timeout_s: float | None = None  # its own limit, instead of the loop's handler timeout
 
     def offered(self, ctx: ToolContext) -> bool:
         return self.offered_to is None or self.offered_to(ctx)
@@ -186,7 +191,9 @@ class Tool:
                 f"Not run: {self.name} needs {wanted}, each a non-empty string; "
                 f"missing or empty: {', '.join(repr(n) for n in bad)}."
             )
-        parts = [" ".join(str(values[n]).split()) for n in names]
+        parts = [
+            str(values[n]) if self.verbatim else " ".join(str(values[n]).split()) for n in names
+        ]
         split = [n for n, part in zip(names[:-1], parts, strict=False) if "|" in part]
         if split:  # it would split the marker form in the wrong place
             return "", f"Not run: {split[0]!r} cannot contain '|'."
@@ -229,8 +236,9 @@ class ToolRegistry:
         found: list[tuple[int, ToolCall]] = []
         for tool in self.enabled():
             for match in tool.compiled.finditer(text):
-                arg = " ".join(match.group("arg").split())
-                if arg:
+                arg = match.group("arg")
+                arg = arg if tool.verbatim else " ".join(arg.split())
+                if arg.strip():
                     found.append((match.start(), ToolCall(tool.name, arg, raw=match.group(0))))
         found.sort(key=lambda item: item[0])
         return [call for _, call in found]
@@ -288,6 +296,8 @@ class ToolRegistry:
         attr = tool.arg_attr if tool else "input"
         named = "" if tool is not None and tag != "tool_result" else f' tool="{call.tool}"'
         arg = " ".join(call.arg.split())  # a tool argument is one line of words
+        if tool is not None and tool.verbatim and len(arg) > STATUS_ARG_CHARS:
+            arg = arg[:STATUS_ARG_CHARS] + "…"  # the whole text is in the call already
         lines = [f'<{tag}{named} {attr}="{escape_attr(arg)}">']
         if tool is not None and tool.untrusted_notice:
             lines.append(tool.untrusted_notice)

@@ -97,6 +97,8 @@ class ChannelRoutes:
             raise DeliveryError(f"no {message.platform} channel is running")
         if message.image is not None and not getattr(outlet, "shows_images", False):
             message = without_image(message)
+        if message.document is not None and not getattr(outlet, "sends_files", False):
+            message = without_document(message)
         return await outlet.send(message) or Sent()
 
     def working(self, message: InboundMessage) -> AbstractAsyncContextManager[None]:
@@ -143,6 +145,13 @@ def without_image(message: OutboundMessage) -> OutboundMessage:
     its caption, and a note saying a picture was drawn."""
     text = f"{message.text}\n\n{NO_PICTURES_NOTE}" if message.text.strip() else NO_PICTURES_NOTE
     return replace(message, image=None, text=text, plain=True)
+
+
+def without_document(message: OutboundMessage) -> OutboundMessage:
+    """A file's message for a channel that sends no files: its name and a note."""
+    name = message.document_name or "unnamed"
+    note = f"(A file, {name}, was made, but this chat cannot take files.)"
+    return replace(message, document=None, document_name=None, text=note, plain=True)
 
 
 class Outbox:

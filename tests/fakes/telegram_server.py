@@ -169,6 +169,8 @@ class FakeTelegram(MemberModel):
         self.voices: list[dict[str, Any]] = []  # sendVoice uploads: chat_id, bytes
         # sendPhoto uploads: chat_id, bytes, caption, reply_parameters, message_id
         self.photos: list[dict[str, Any]] = []
+        # sendDocument uploads: chat_id, bytes, filename, message_id
+        self.documents: list[dict[str, Any]] = []
         self.last_offset = 0
         self._runner: web.AppRunner | None = None
         self._port = 0
@@ -506,6 +508,29 @@ class FakeTelegram(MemberModel):
                 "bytes": photo["bytes"],
                 "caption": params.get("caption"),
                 "reply_parameters": params.get("reply_parameters"),
+                "message_id": message["message_id"],
+            }
+        )
+        return _ok(message)
+
+    async def _api_sendDocument(self, params: dict[str, Any]) -> web.Response:  # noqa: N802
+        """A file upload: refused unless it is a file part."""
+        chat_id = _json_or_str(str(params.get("chat_id")))
+        document = params.get("document")
+        if not isinstance(document, dict):
+            return _error(400, "Bad Request: there is no document in the request")
+        message: dict[str, Any] = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
+            "from": self.bot_user,
+            "document": {"file_id": "sent-doc", "file_unique_id": "sd"},
+        }
+        self.documents.append(
+            {
+                "chat_id": chat_id,
+                "bytes": document["bytes"],
+                "filename": document.get("filename"),
                 "message_id": message["message_id"],
             }
         )
