@@ -31,6 +31,7 @@ from bot.sections import (
     AccessConfig,
     BotConfig,
     ContextConfig,
+    DigestConfig,
     GroupsConfig,
     ImagesConfig,
     JobsConfig,
@@ -39,6 +40,7 @@ from bot.sections import (
     PrivateConfig,
     RemindersConfig,
     StorageConfig,
+    SubscriptionsConfig,
     ToolsConfig,
     VisionConfig,
     WebConfig,
@@ -89,6 +91,8 @@ class Settings(BaseSettings):
     jobs: JobsConfig = JobsConfig()
     images: ImagesConfig = ImagesConfig()
     knowledge: KnowledgeSettings = KnowledgeSettings()  # core/knowledge/settings.py
+    digest: DigestConfig = DigestConfig()
+    subscriptions: SubscriptionsConfig = SubscriptionsConfig()
 
     @model_validator(mode="after")
     def _telegram_rate_limit_moved(self) -> Settings:

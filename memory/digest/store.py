@@ -12,7 +12,6 @@ between leaves `pending` rows that the next poll's winner sends: nothing is lost
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Connection, delete, func, insert, select, update
@@ -21,7 +20,7 @@ from memory.db.migrate import Database
 from memory.db.records import Records
 from memory.db.rows import check_key, clean_text, utcnow
 from memory.digest.models import DigestMarkRow, FeedEntryRow, FeedRow
-from memory.digest.types import Feed, FeedDraft, FeedEntry, FeedOverLimit
+from memory.digest.types import EntryDraft, Feed, FeedDraft, FeedEntry, FeedOverLimit
 
 __all__ = ["DigestStore", "EntryDraft", "Feed", "FeedDraft", "FeedEntry", "FeedOverLimit"]
 
@@ -29,15 +28,6 @@ _FEEDS = Records(FeedRow, Feed)
 _ENTRIES = Records(FeedEntryRow, FeedEntry)
 TITLE_MAX = 500
 LINK_MAX = 2000
-
-
-@dataclass(frozen=True)
-class EntryDraft:
-    """An entry as read from the feed: its stable key (a hash), title and link."""
-
-    key: str
-    title: str
-    link: str
 
 
 def _entry_values(feed_id: int, entry: EntryDraft, state: str) -> dict[str, object]:
@@ -150,7 +140,9 @@ class DigestStore:
             feed_id = int(found.scalar_one())
             fresh = _new_only(conn, feed_id, seen)
             if fresh:
-                conn.execute(insert(FeedEntryRow), [_entry_values(feed_id, e, "seen") for e in fresh])
+                conn.execute(
+                    insert(FeedEntryRow), [_entry_values(feed_id, e, "seen") for e in fresh]
+                )
             return feed_id
 
         feed_id = await self._db.write(write)

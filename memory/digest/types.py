@@ -68,3 +68,12 @@ class FeedEntry:
     title: str
     link: str
     state: str
+
+
+@dataclass(frozen=True)
+class EntryDraft:
+    """An entry as read from the feed: its stable key (a hash), title and link."""
+
+    key: str
+    title: str
+    link: str
