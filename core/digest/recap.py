@@ -201,7 +201,7 @@ class Digester:
             tokens=tokens,
             budget=budget,
             posted=True,
-            through=now,
+            through=max([now, *(t.created_at for t in taken)]),  # some dated ahead of our clock
         )
         log.info("digest of %s:%s: %s", platform, chat_id, recap.budget_line(self._counter))
         when = since.astimezone(zone).strftime("%Y-%m-%d %H:%M")
