@@ -288,8 +288,8 @@ class App:
                 settings, self.storage, self.processor, chat_settings, self._clock, outbox, access
             )
         seams = DigestSeams(self.storage, llm, counter, meter, outbox, chat_settings, admins)
-        self._digest = DaemonDigest(settings, seams, self._clock, self._seams.links_resolver)
-        self._digest.attach(commands, self.reminders, self.scheduler)  # /digest, /sub
+        self.digest = DaemonDigest(settings, seams, self._clock, self._seams.links_resolver)
+        self.digest.attach(commands, self.reminders, self.scheduler)  # /digest, /sub
         quota = QuotaGuard(limits, self.storage.usage, clock=self._clock)
         dispatcher = build_gate(
             settings,
@@ -342,7 +342,7 @@ class App:
             self._stack.push_async_callback(self._stop_recovery, jobs)
         if self.knowledge is not None:  # the knowledge folder's changes become jobs
             self.knowledge.watch(self._recovery_stop, self._stack)
-        self._digest.watch(self._recovery_stop, self._stack)  # the feeds' polls
+        self.digest.watch(self._recovery_stop, self._stack)  # the feeds' polls
         if self.scheduler is not None:  # stops with recovery (the same stop event)
             reminders = asyncio.create_task(self.scheduler.run(self._recovery_stop))
             self._stack.push_async_callback(self._stop_recovery, reminders)
