@@ -93,3 +93,32 @@ async def test_qq_group_follows_a_feed(tmp_path: Path, database_url: str) -> Non
             await impl.close()
     assert posted["params"]["group_id"] == 30003
     assert sent_text(posted).strip() == "📰 Club news: Second\nhttp://example.org/b"
+
+
+async def test_the_console_lists_feeds_and_removes_one(tmp_path: Path, database_url: str) -> None:
+    from tests.console_support import ESCAPED, HOSTILE, client, console_settings, running, sign_in
+    from tests.rig import msg
+
+    async with FakeOpenAI(reply="unused") as model, FeedServer() as feed:
+        title = HOSTILE.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        feed.body = rss(("a", "First")).replace(b"Club news", title.encode())
+        settings = console_settings(tmp_path, database_url, model)
+        settings.links.allow_hosts = ["127.0.0.1"]  # type: ignore[misc]
+        async with running(settings) as daemon, client() as session:
+            feeds = daemon.app.digest.feeds
+            assert feeds is not None
+            message = msg("", platform="qq", chat="group:30003", sender="20001", group=True)
+            assert (await feeds.add(message, feed.url)).startswith("📰 #1 followed")
+            token = await sign_in(session, daemon.base)
+            async with session.get(f"{daemon.base}/console/feeds") as page:
+                html = await page.text()
+            assert "<h2>qq:group:30003</h2>" in html and feed.url in html
+            assert ESCAPED in html and HOSTILE not in html
+            form = {"csrf": token, "id": "1"}
+            async with session.post(
+                f"{daemon.base}/console/feeds/remove", data=form, allow_redirects=False
+            ) as done:
+                assert done.status == 303
+            async with session.get(f"{daemon.base}/console/feeds") as page:
+                html = await page.text()
+            assert "Stopped following #1 in qq:group:30003." in html and "No feeds." in html
