@@ -33,6 +33,7 @@ Clock = Callable[[], datetime]
 Send = Callable[[OutboundMessage], Awaitable[Sent]]
 FEED_TYPES = ("application/", "text/xml", "text/plain", "text/json")
 LISTED = 50
+MAX_URL = 2000  # the feeds table keeps at most 2048
 
 
 class Fetcher(Protocol):
@@ -108,6 +109,8 @@ class Feeds:
     async def add(self, message: InboundMessage, url: str) -> str:
         """One line: followed (with how many entries are taken as already seen) or why not."""
         url = url.strip()
+        if len(url) > MAX_URL:
+            return f"Not added: the address is longer than {MAX_URL} characters."
         here = await self.store.feeds_of(message.platform, message.chat_id)
         if any(feed.url == url for feed in here):
             return "This chat follows that feed already (/sub list)."

@@ -95,6 +95,8 @@ async def test_a_private_address_is_refused_at_add_with_no_fetch(storage: SqlSto
         assert server.requests == 0
         refused = await feeds.add(asked(), "file:///etc/passwd")
         assert refused.startswith("Not added:") and server.requests == 0
+        refused = await feeds.add(asked(), server.url + "?" + "x" * 2000)
+        assert refused.startswith("Not added: the address is longer") and server.requests == 0
     assert await DigestStore(storage.database).feeds_of("telegram", "-100900") == []
 
 
