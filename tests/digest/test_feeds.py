@@ -4,6 +4,7 @@ never fetched, a failing feed said once, RSS, Atom and JSON Feed read."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
 from typing import Any
@@ -187,3 +188,20 @@ async def test_a_page_that_is_no_feed_is_not_added(storage: SqlStorage) -> None:
         feeds = feeds_on(storage, chat, clock)
         refused = await feeds.add(asked(), server.url)
     assert refused.startswith("Not added:")
+
+
+async def test_two_pollers_on_one_database_post_each_entry_once(storage: SqlStorage) -> None:
+    """Replicas: each poll is claimed by one of them (a conditional write on the feed)."""
+    clock, chat = ManualWallClock(now()), Chat()
+    async with FeedServer() as server:
+        server.body = rss(("a", "First"))
+        one, two = feeds_on(storage, chat, clock), feeds_on(storage, chat, clock)
+        await one.add(asked(), server.url)
+        for n in range(2, 6):
+            items = [(chr(ord("a") + k), f"Entry {k}") for k in range(n)]
+            server.body = rss(*reversed(items))
+            clock.advance(seconds=61)
+            await asyncio.gather(one.tick(), two.tick())
+    assert chat.texts == [
+        f"📰 Club news: Entry {k}\nhttp://example.org/{chr(97 + k)}" for k in range(1, 5)
+    ]
