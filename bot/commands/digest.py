@@ -71,13 +71,13 @@ class DigestCommand:
         if found is None:
             return "Usage: /digest daily HH:MM — e.g. /digest daily 21:00"
         at = f"{int(found.group(1)):02d}:{found.group(2)}"
-        replaced = await self._cancel_daily(message)
         try:
             done = await self.reminders.set_parts(
                 message, f"every day {at}", DIGEST_TEXT, kind=DIGEST_KIND
             )
         except ReminderRefused as refused:
-            return f"Not set: {refused}."
+            return f"Not set: {refused}."  # an earlier daily digest stays as it was
+        replaced = await self._cancel_daily(message, keep=done.reminder.id)
         zone = await self.reminders.zone_for(message.platform, message.chat_id)
         note = " (the earlier daily digest is replaced)" if replaced else ""
         return (
@@ -92,12 +92,13 @@ class DigestCommand:
             return "There is no daily digest here."
         return "The daily digest is off."
 
-    async def _cancel_daily(self, message: InboundMessage) -> int:
+    async def _cancel_daily(self, message: InboundMessage, keep: int | None = None) -> int:
+        """Cancel this chat's daily digests (but `keep`); returns how many."""
         assert self.reminders is not None
         found = await self.reminders.listing(message.platform, message.chat_id, None)
         cancelled = 0
         for reminder in found:
-            if reminder.kind == DIGEST_KIND and reminder.state == "active":
+            if reminder.kind == DIGEST_KIND and reminder.state == "active" and reminder.id != keep:
                 await self.reminders.cancel(reminder.id, by=message.sender_key, admin=True)
                 cancelled += 1
         return cancelled

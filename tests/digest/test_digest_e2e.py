@@ -131,6 +131,10 @@ async def test_a_daily_digest_a_minute_away_is_posted_once(
             await app.scheduler.tick()
             await app.scheduler.idle()
             assert len(tg.sent) == before + 1
+            again = await say(tg, GROUP, ADMIN, "/digest daily 07:30")
+            assert again.startswith("📋 Daily digest #2 set for 07:30") and "replaced" in again
+            listed = await say(tg, GROUP, ADMIN, "/remind list")
+            assert "#2 digest next" in listed and "#1 " not in listed
             assert await say(tg, GROUP, ADMIN, "/digest off") == "The daily digest is off."
             assert await say(tg, GROUP, ADMIN, "/digest off") == "There is no daily digest here."
 
