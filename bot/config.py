@@ -37,6 +37,7 @@ from bot.sections import (
     JobsConfig,
     LimitsConfig,
     LlmConfig,
+    ModerationConfig,
     PrivateConfig,
     RemindersConfig,
     StorageConfig,
@@ -91,6 +92,7 @@ class Settings(BaseSettings):
     jobs: JobsConfig = JobsConfig()
     images: ImagesConfig = ImagesConfig()
     knowledge: KnowledgeSettings = KnowledgeSettings()  # core/knowledge/settings.py
+    moderation: ModerationConfig = ModerationConfig()  # /mod (core/moderation/)
     digest: DigestConfig = DigestConfig()
     subscriptions: SubscriptionsConfig = SubscriptionsConfig()
 

@@ -306,6 +306,17 @@ class ImagesConfig(Section):
         return check_allow(value)
 
 
+class ModerationConfig(Section):
+    """Keeping groups in order (`/mod`, core/moderation/): who counts as an admin in a group,
+    and how long a member counts as new for the links rule."""
+
+    enabled: bool = True
+    # A group's own owner and admins (as the platform reports them) are admins there too.
+    group_admins: bool = True
+    new_member_hours: float = Field(24.0, gt=0, le=24 * 365)
+    report_tokens: int = Field(200, ge=20, le=4000)  # the judging call's answer
+
+
 class DigestConfig(Section):
     """`/digest`: a recap of what the group said (docs/commands.md)."""
 

@@ -86,6 +86,12 @@ class InboundMessage(InChat):
     # notice leaves through the one door like every answer):
     unreadable: bool = False  # nothing here the channel can read (a sticker, a poll)
     text_cut_at: int | None = None  # the text was cut to its first N characters
+    # The sender's standing in a group as the platform reports it ("owner", "admin",
+    # "member"; None: not said), read by the one admin decision (core/admins.py).
+    sender_role: str | None = None
+    reply_to_message_id: str | None = None  # the replied-to message (`/mod report` acts on it)
+    # Not a message: the sender joined the group now (welcome, the newcomer's clock).
+    joined: bool = False
 
     @property
     def sender_key(self) -> str:

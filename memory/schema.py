@@ -1,5 +1,5 @@
 """The whole schema: every table family's models, gathered for Alembic's autogenerate and
-the schema test (tests/test_storage.py), which compare the migrations with `Base.metadata`.
+the schema test (tests/memory/test_storage.py), which compare the migrations with `Base.metadata`.
 
 Why a module of its own: the stores import only the table family they use; whatever needs
 every table imports this.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import memory.digest.models  # noqa: F401 (registers its tables on Base.metadata)
 import memory.jobs.models  # noqa: F401 (registers its tables on Base.metadata)
 import memory.knowledge.models  # noqa: F401 (registers its tables on Base.metadata)
+import memory.moderation.models  # noqa: F401 (registers its tables on Base.metadata)
 import memory.reminders.models  # noqa: F401 (registers its tables on Base.metadata)
 from memory.db.base import Base
 from memory.knowledge.models import KNOWLEDGE_FTS

@@ -101,10 +101,36 @@ MakeProvider = Callable[..., OpenAIProvider]
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    """A fake OpenAI-compatible server with its default script."""
-    async with FakeOpenAI() as server:
+async def fake(request: pytest.FixtureRequest) -> AsyncIterator[FakeOpenAI]:
+    """A fake OpenAI-compatible server: its default script, or the module's `FAKE_OPENAI`
+    (FakeOpenAI's keyword arguments: the reply, the model name, latency, stream shape)."""
+    async with FakeOpenAI(**getattr(request.module, "FAKE_OPENAI", {})) as server:
         yield server
+
+
+@pytest.fixture
+async def chat(request: pytest.FixtureRequest) -> AsyncIterator[FakeOpenAI]:
+    """The fake chat model a module's daemon talks to, apart from `fake` (a test may use
+    both: the chat model and an embedding or vision endpoint): model "chat-model", then
+    the module's `FAKE_CHAT` (FakeOpenAI's keyword arguments, as for `fake`)."""
+    options = {"model": "chat-model", **getattr(request.module, "FAKE_CHAT", {})}
+    async with FakeOpenAI(**options) as server:
+        yield server
+
+
+@pytest.fixture
+async def vision(request: pytest.FixtureRequest) -> AsyncIterator[FakeOpenAI]:
+    """A fake vision model beside `chat`: model "vision-model", then the module's
+    `FAKE_VISION` (FakeOpenAI's keyword arguments)."""
+    options = {"model": "vision-model", **getattr(request.module, "FAKE_VISION", {})}
+    async with FakeOpenAI(**options) as server:
+        yield server
+
+
+@pytest.fixture
+def model(chat: FakeOpenAI) -> FakeOpenAI:
+    """`chat` under the name the tests of a daemon with one model give it."""
+    return chat
 
 
 @pytest.fixture
@@ -132,3 +158,9 @@ async def make_provider(
     yield make
     for provider in made:
         await provider.close()
+
+
+@pytest.fixture
+def llm(make_provider: MakeProvider) -> OpenAIProvider:
+    """One provider on `fake`, as `make_provider()` makes it."""
+    return make_provider()

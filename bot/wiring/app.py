@@ -38,6 +38,7 @@ from bot.wiring.models import (
     vision_model,
     vision_reader,
 )
+from bot.wiring.moderation import build_moderation
 from bot.wiring.registry import CHANNELS, ChannelDeps, RunMode, default_console_deps
 from bot.wiring.reminders import add_commands, add_remind_tool, build_reminders, build_scheduler
 from bot.wiring.shared_media import SharedMedia
@@ -78,11 +79,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Seams:
-    """What a test or benchmark puts in place of the part the settings would build.
-
-    None builds the real part; the daemon passes no seams. The model is no seam: point
-    `[llm] base_url` (and `[vision] base_url`) at a fake server instead.
-    """
+    """What a test or benchmark puts in place of the part the settings would build (None:
+    the real part). The model is no seam: point `[llm] base_url` at a fake server instead."""
 
     storage: SqlStorage | None = None  # opened by the caller, who also closes it
     search: SearchBackend | None = None  # instead of DuckDuckGo
@@ -133,7 +131,7 @@ class App:
         self.mcp: Any = None  # core.tools.mcp.tools.McpTools, when [mcp] servers are set
         self.reminders: Reminders | None = None  # /remind, /schedule: sent through the one door
         self.scheduler: Scheduler | None = None
-        self.jobs: JobRunner | None = None  # work that outlives a turn; features add kinds
+        self.jobs: JobRunner | None = None  # work that outlives a turn (core/jobs/runner.py)
         self._drawing: Drawing | None = None  # pictures ([images]), when enabled
         self.knowledge: DaemonKnowledge | None = None  # [knowledge]: /kb, passages, the tool
 
@@ -223,8 +221,7 @@ class App:
             turn_material=turn_material(settings),
             clock=self._clock,  # the trusted time block too (a test's clock crosses minutes)
         )
-        assert self.storage is not None
-        admins = admins_of(settings)  # the one admin decision, for everything that asks
+        admins = admins_of(settings, self.routes)  # the one admin decision, for all that ask
         mcp = self.mcp = await start_mcp_tools(settings, self.storage, counter, self._stack, admins)
         jobs, resolver = self.storage.jobs, self._seams.links_resolver
         self._drawing = build_drawing(settings, jobs, self._stack, self._clock, admins, resolver)
@@ -288,9 +285,10 @@ class App:
                 settings, self.storage, self.processor, chat_settings, self._clock, outbox, access
             )
         seams = DigestSeams(self.storage, llm, counter, meter, outbox, chat_settings, admins)
-        self.digest = DaemonDigest(settings, seams, self._clock, self._seams.links_resolver)
+        self.digest = DaemonDigest(settings, seams, self._clock, resolver)
         self.digest.attach(commands, self.reminders, self.scheduler)  # /digest, /sub
         quota = QuotaGuard(limits, self.storage.usage, clock=self._clock)
+        mod = build_moderation(settings, self.storage, self.routes, outbox, admins, llm, commands)
         dispatcher = build_gate(
             settings,
             processor=self.processor,
@@ -307,6 +305,7 @@ class App:
                 chat_settings=chat_settings,
                 clock=self._clock,
             ),
+            moderation=mod,
         )
         return TurnPath(self.storage, self.processor, commands, dispatcher, self.recovery)
 

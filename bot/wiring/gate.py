@@ -9,10 +9,11 @@ from __future__ import annotations
 from bot.config import Settings
 from channels.http.chat_ids import GROUP, stored_group_id
 from core.admins import Admins
+from core.moderation.platform import Platforms
 from core.turn.access import AccessRules
 from core.turn.chiming import ChimeIn
-from core.turn.delivery import Outbox
-from core.turn.gate import ChatSettingsSource, CommandTable, Gate, Hear
+from core.turn.delivery import ChannelRoutes, Outbox
+from core.turn.gate import ChatSettingsSource, CommandTable, Gate, Hear, Moderator
 from core.turn.processor import MessageProcessor
 from core.turn.ratelimit import RateLimiter
 from core.turn.triggers import TriggerPolicy
@@ -20,9 +21,14 @@ from core.usage.quota import QuotaGuard
 from memory.chats.types import ChatKey
 
 
-def admins_of(settings: Settings) -> Admins:
-    """The one admin decision (core/admins.py) over `[bot] admins`; built once per daemon."""
-    return Admins(frozenset(settings.bot.admins))
+def admins_of(settings: Settings, routes: ChannelRoutes | None = None) -> Admins:
+    """The one admin decision (core/admins.py) over `[bot] admins`, and with `[moderation]
+    group_admins` a group's own owner and admins, as the message says or the started
+    channels (`routes`) answer; built once per daemon."""
+    mod = settings.moderation
+    group_admins = mod.enabled and mod.group_admins
+    roles = Platforms(routes) if routes is not None else None
+    return Admins(frozenset(settings.bot.admins), group_admins=group_admins, roles=roles)
 
 
 def access_rules(settings: Settings, admins: Admins) -> AccessRules:
@@ -49,6 +55,7 @@ def build_gate(
     quota: QuotaGuard | None = None,
     hear: Hear | None = None,
     chime: ChimeIn | None = None,
+    moderation: Moderator | None = None,
 ) -> Gate:
     """The daemon's gate: `[groups]` triggers, `[bot] rate_limit_per_min`, `access` with
     the chats' stored settings, and the `[limits]` quota guard the App built over the
@@ -67,6 +74,7 @@ def build_gate(
         hear=hear,
         chime=chime,
         chime_in=settings.groups.chime_in,
+        moderation=moderation,
     )
 
 

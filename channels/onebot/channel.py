@@ -21,9 +21,10 @@ from cachetools import LRUCache
 from channels.base import ChannelHealth, MessageHandler
 from channels.config import OnebotConfig
 from channels.onebot.actions import OneBotError
-from channels.onebot.connections import ConnectionRegistry
+from channels.onebot.connections import ConnectionRegistry, OneBotUnavailable
 from channels.onebot.events import keep_chars_for
 from channels.onebot.inbound import Inbound
+from channels.onebot.members import MemberRoles, member_name, moderate
 from channels.onebot.outbound import Authors, Outbound
 from channels.onebot.pacing import SendPacer
 from channels.onebot.transport import ForwardClient, OneBotConnection, ReverseServer
@@ -31,6 +32,7 @@ from core.clock import Clock
 from core.inject import clean_name
 from core.media.fetch import DownloadPolicy, SafeDownloader
 from core.messages import Attachment, ImageRef, OutboundMessage, Sent
+from core.moderation.platform import ActionFailed, PlatformAction
 from core.tasks import TaskTracker
 
 log = logging.getLogger(__name__)
@@ -103,6 +105,7 @@ class OneBotChannel:
         self._client: ForwardClient | None = None
         self._running = False
         self._last_ok: datetime | None = None
+        self._roles = MemberRoles()
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -217,6 +220,32 @@ class OneBotChannel:
     async def send_audio(self, message: OutboundMessage) -> Sent:
         """A spoken reply as a QQ `record` (optional Outlet method, see core/turn/delivery.py)."""
         return await self._outbound.send_audio(message)
+
+    # -- moderation (core/moderation/platform.py) -------------------------------------
+
+    def _conn_for(self, chat_id: str) -> OneBotConnection:
+        try:
+            return self._registry.live(self._registry.account_for(chat_id))
+        except OneBotUnavailable as exc:  # nobody to ask
+            raise ActionFailed(str(exc)) from None
+
+    async def moderate(self, action: PlatformAction) -> None:
+        """set_group_ban / delete_msg / set_group_kick, once (NoRights: retcode ≠ 0)."""
+        await moderate(self._conn_for(action.chat_id), action)
+
+    async def member_role(self, chat_id: str, user_id: str) -> str | None:
+        try:
+            conn = self._conn_for(chat_id)
+        except ActionFailed:
+            return None
+        return await self._roles.role(conn, chat_id, user_id, self._t.action_timeout_s)
+
+    async def member_name(self, chat_id: str, user_id: str) -> str | None:
+        try:
+            conn = self._conn_for(chat_id)
+        except ActionFailed:
+            return None
+        return await member_name(conn, chat_id.partition(":")[2], user_id, self._t.action_timeout_s)
 
     def restore_image(self, locator: str, mime: str | None, name: str) -> ImageRef | None:
         """An image of an accepted message, fetched again from its URL after a restart."""

@@ -144,8 +144,40 @@ def to_inbound(
         message_id=message_id_of(message_id),
         timestamp=timestamp(frame.get("time")),
         attachments=tuple(file_ref(f) for f in parsed.files) if file_ref is not None else (),
+        sender_role=sender_role(frame) if chat_type is ChatType.GROUP else None,
+        reply_to_message_id=parsed.reply_to,
     )
     return message, parsed
+
+
+ROLES = ("owner", "admin", "member")
+
+
+def sender_role(frame: dict[str, Any]) -> str | None:
+    """A group member's `sender.role` (owner, admin, member); None when it says none."""
+    sender = frame.get("sender")
+    role = sender.get("role") if isinstance(sender, dict) else None
+    return role if role in ROLES else None
+
+
+def member_joined(
+    frame: dict[str, Any], self_id: str | None, name: str | None
+) -> InboundMessage | None:
+    """A `notice` / `group_increase` event as a joined member (not a message); None for
+    the bot's own joining or an event without usable numbers."""
+    user, group = qq_number(frame.get("user_id")), qq_number(frame.get("group_id"))
+    if user is None or group is None or user == self_id:
+        return None
+    return InboundMessage(
+        platform="qq",
+        chat_id=f"group:{group}",
+        chat_type=ChatType.GROUP,
+        sender_id=user,
+        sender_name=clean_name(name or "") or user,
+        text="",
+        timestamp=timestamp(frame.get("time")),
+        joined=True,
+    )
 
 
 def _shown(value: Any) -> str:

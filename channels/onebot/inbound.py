@@ -24,11 +24,13 @@ from channels.onebot.events import (
     DEFAULT_MAX_TEXT_CHARS,
     InvalidEvent,
     id_param,
+    member_joined,
     qq_number,
     to_inbound,
     with_reply,
 )
 from channels.onebot.files import QQFiles
+from channels.onebot.members import member_name
 from channels.onebot.message import ParsedMessage, interpret, normalize_message
 from channels.onebot.outbound import Authors
 from channels.onebot.transport import OneBotConnection
@@ -98,6 +100,8 @@ class Inbound:
             draft = self._draft(conn, frame, oversize)
             if draft is not None:
                 self._spawn(self._dispatch(conn, *draft))
+        elif post_type == "notice" and frame.get("notice_type") == "group_increase":
+            self._spawn(self._joined(conn, frame))
         elif post_type == "message_sent":
             log.debug("onebot%s: own message echo ignored", conn.label)
         else:
@@ -160,6 +164,24 @@ class Inbound:
             pass  # kept; answered after the restart
         except Exception:
             log.exception("onebot%s: handler failed for message %s", conn.label, message.message_id)
+
+    async def _joined(self, conn: OneBotConnection, frame: dict[str, Any]) -> None:
+        """A member joined a group: their name asked for once (it is not in the notice)."""
+        group, user = frame.get("group_id"), frame.get("user_id")
+        name = None
+        if qq_number(group) is not None and qq_number(user) is not None:
+            name = await member_name(conn, str(group), str(user), self._action_timeout_s)
+        message = member_joined(frame, conn.self_id, name)
+        if message is None or self.handler is None:
+            return
+        if conn.self_id is not None:
+            self._registry.note_route(message.chat_id, conn.self_id)
+        try:
+            await self.handler(message)
+        except TryLater:
+            pass
+        except Exception:
+            log.exception("onebot%s: handler failed for a member joining", conn.label)
 
     async def _reply_target(
         self, conn: OneBotConnection, message_id: str, *, command: bool

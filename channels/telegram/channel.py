@@ -16,6 +16,7 @@ import os
 import random
 import weakref
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 
 from telegram import BotCommand, Update
 from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, TelegramError
@@ -40,6 +41,7 @@ from channels.telegram.inbound import (
     normalise,
     telegram_message_id,
 )
+from channels.telegram.members import Members, joined_members
 from channels.telegram.outbound import TelegramSender, with_mention
 from channels.telegram.pacing import ChatPacer, is_group
 from channels.telegram.polling import PollMonitor, PollSupervisor
@@ -57,6 +59,7 @@ from core.messages import (
     Sent,
     TryLater,
 )
+from core.moderation.platform import ActionFailed, PlatformAction
 from core.streaming import StreamRecorder
 from core.tasks import TaskTracker
 
@@ -118,6 +121,7 @@ class TelegramChannel:
         self._tasks = TaskTracker("telegram")
         self._me: BotIdentity | None = None
         self._sender: TelegramSender | None = None
+        self._members: Members | None = None
         self._files: TelegramFiles | None = None
         self._commands_set = False
         self._running = False
@@ -150,6 +154,7 @@ class TelegramChannel:
                 emoji=self._config.ack_reaction,
                 delay_s=self._t.ack_delay_s,
             )
+        self._members = Members(self._app.bot)
         self._files = TelegramFiles(
             self._app.bot, max_bytes=self._image_max_bytes, timeout_s=self._t.image_timeout_s
         )
@@ -376,6 +381,8 @@ class TelegramChannel:
             return
         if self._webhook:
             self._monitor.record_ok()
+        for joined in joined_members(update, self._me):
+            self._tasks.spawn(self._handle(joined))
         result = normalise(
             update,
             self._me,
@@ -390,6 +397,10 @@ class TelegramChannel:
 
     async def _handle(self, message: InboundMessage) -> None:
         assert self._handler is not None
+        if message.chat_type is ChatType.GROUP and message.text.startswith("/"):
+            # A command asks "is this an admin here": the platform's answer rides along.
+            role = await self.member_role(message.chat_id, message.sender_id)
+            message = replace(message, sender_role=role)
         try:
             await self._handler(message)  # answers come back through send()
         except TryLater:
@@ -423,6 +434,17 @@ class TelegramChannel:
                 )
             )
             yield
+
+    # -- moderation (core/moderation/platform.py) -------------------------------------
+
+    async def moderate(self, action: PlatformAction) -> None:
+        """restrictChatMember / deleteMessage / banChatMember, once."""
+        if self._members is None:
+            raise ActionFailed("telegram is not started")
+        await self._members.moderate(action)
+
+    async def member_role(self, chat_id: str, user_id: str) -> str | None:
+        return await self._members.role(chat_id, user_id) if self._members else None
 
     def _redact(self, text: str) -> str:
         return text.replace(self._token, "<token>") if self._token else text

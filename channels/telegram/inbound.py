@@ -121,6 +121,7 @@ def normalise(
         mentions_bot=_mentions(entities, me),
         reply_to_bot=reply_from is not None and reply_from.id == me.id,
         reply_to_sender_id=str(reply_from.id) if reply_from is not None else None,
+        reply_to_message_id=str(reply.message_id) if reply is not None else None,
         message_id=message_id,
         thread_id=str(msg.message_thread_id)
         if msg.is_topic_message and msg.message_thread_id

@@ -36,7 +36,7 @@ class TokenizerUnavailable(RuntimeError):
 
 # Pretokenizer patterns and special tokens of the two encodings, as published by
 # OpenAI in tiktoken_ext/openai_public.py; the sha256 values are the hashes tiktoken pins
-# for the decompressed rank files. tests/test_tokens.py checks all of this against
+# for the decompressed rank files. tests/context/test_tokens.py checks all of this against
 # tiktoken's own registry.
 _O200K_PAT = "|".join(
     [

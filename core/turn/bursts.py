@@ -14,7 +14,7 @@ turn, never lost).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, TypeVar
@@ -121,6 +121,23 @@ class Bursts(Generic[T]):
         burst = self._open[(chat, sender)]
         burst.held += 1
         return burst
+
+    async def join_late(
+        self, chat: ChatKey, sender: str, arrive: Callable[[], Awaitable[T | None]]
+    ) -> bool:
+        """Hold the sender's gathering burst open while `arrive` stores a message, then add
+        it (None: a duplicate, nothing to add). False, with nothing called, when no burst
+        of the sender's is gathering."""
+        burst = self.hold(chat, sender)
+        if burst is None:
+            return False
+        try:
+            item = await arrive()
+            if item is not None:
+                burst.add(item, asyncio.get_running_loop().time())
+        finally:
+            burst.let_go()
+        return True
 
     async def collect(self, chat: ChatKey, sender: str, burst: Burst[T]) -> list[T]:
         """Wait until the sender paused for the window (or the burst reached its max),

@@ -66,6 +66,10 @@ class ChannelRoutes:
     def can_send(self, platform: str) -> bool:
         return platform in self._outlets
 
+    def outlet(self, platform: str) -> Outlet | None:
+        """The started channel of `platform`, for what only some channels do (moderation)."""
+        return self._outlets.get(platform)
+
     def can_push(self, platform: str) -> bool:
         """A message nobody is waiting for can reach this platform's chats."""
         outlet = self._outlets.get(platform)

@@ -83,6 +83,13 @@ class CommandTable(Protocol):
     async def handle(self, message: InboundMessage) -> Reply: ...
 
 
+class Moderator(Protocol):
+    """A group's moderation rules (core/moderation/engine.py), seen by every message first;
+    True: the message goes no further (a member joined, or it was deleted)."""
+
+    async def observe(self, message: InboundMessage) -> bool: ...
+
+
 class ChatSettingsSource(Protocol):
     """A group's stored settings, read through a short cache
     (memory.chats.settings_cache.CachedChatSettings)."""
@@ -109,6 +116,7 @@ class Gate:
         hear: Hear | None = None,
         chime: ChimeIn | None = None,
         chime_in: ChimeLevel = "off",
+        moderation: Moderator | None = None,
     ) -> None:
         """`outbox` is where answers go out. `limiter` counts answered messages per
         sender (None: no limit); `quota` checks the daily token allowances (None: none);
@@ -130,6 +138,7 @@ class Gate:
         self._chat_settings = chat_settings
         self._quota = quota
         self._outbox = outbox
+        self._moderation = moderation
 
     @property
     def policy(self) -> TriggerPolicy:
@@ -142,6 +151,8 @@ class Gate:
         ticket = self._arrivals.ticket((message.chat_key, message.sender_key))  # no await yet
         try:
             await ticket.wait()
+            if await self._moderated(message):
+                return
             decision = await self.decide(message)
             if decision.answers and message.text_cut_at is not None:
                 cut = TEXT_CUT_NOTICE.format(limit=message.text_cut_at)
@@ -235,6 +246,17 @@ class Gate:
             except Overloaded:  # nothing was stored: the caller sends it again later
                 raise TryLater(OVERLOAD_RETRY_S) from None
         return None
+
+    async def _moderated(self, message: InboundMessage) -> bool:
+        """The group's rules (no model call); a member's joining stops here. A failure is
+        logged: nobody asked, and the message still gets its answer."""
+        if self._moderation is None:
+            return message.joined
+        try:
+            return await self._moderation.observe(message)
+        except Exception:
+            log.exception("moderation failed in %s", message.chat_key)
+            return message.joined
 
     async def _maybe_chime(self, message: InboundMessage) -> None:
         """A decision (rarely a message) within the chime-in budget. Nobody asked, so a

@@ -40,7 +40,11 @@ from core.turn.reading import (
     SharedMaterialReader,
     first_images,
 )
-from core.turn.stored_reply import send_stored_reply
+from core.turn.stored_reply import (
+    send_answered_reply,
+    send_duplicates_reply,
+    send_elsewheres_reply,
+)
 from core.turn.turns import TurnFactory
 from memory.chats.types import ChatKey, person_key
 from memory.turns.types import IntakeEntry, NewTurn, Store
@@ -116,24 +120,17 @@ class MessageProcessor:
         self, message: InboundMessage, accepted: Callable[[], None] = lambda: None
     ) -> None:
         """Accept one triggered message and answer it through the outbox. `accepted` is
-        called once the message is stored and in its burst (before the model is asked).
+        called once the message is stored and in its burst, before the model is asked,
+        and again on the way out (it must be idempotent, as a Ticket's release is).
 
         A duplicate delivery of a message handled elsewhere is not answered again (a
         retried HTTP request is sent the first try's reply). Raises ShuttingDown during
         a drain: the message is stored and answered after the restart.
         """
-        said = False
-
-        def once() -> None:
-            nonlocal said
-            if not said:
-                said = True
-                accepted()
-
         try:
-            return await self._handle(message, once)
+            return await self._handle(message, accepted)
         finally:
-            once()  # refused, a duplicate, or failed before its burst: the next may go
+            accepted()  # refused, a duplicate, or failed before its burst: the next may go
 
     async def _handle(self, message: InboundMessage, accepted: Callable[[], None]) -> None:
         if self._overloaded():
@@ -181,19 +178,14 @@ class MessageProcessor:
         """A group message that does not call the bot, from a sender whose burst (started
         by one that did) is still gathering: accepted and answered with that burst, True.
         False, with nothing stored, when the sender has no burst open here."""
-        if self._closing or self._burst_window(message) <= 0:
+        if not self.gathering(message):
             return False
-        chat, sender = message.chat_key, message.sender_key
-        burst = self._bursts.hold(chat, sender)  # held open until this message is in
-        if burst is None:
-            return False
-        try:
+
+        async def arrive() -> tuple[IntakeEntry, InboundMessage] | None:
             entry = await self._store.intake.accept(intake_draft(message))
-            if entry is not None:
-                burst.add((entry, message), asyncio.get_running_loop().time())
-        finally:
-            burst.let_go()
-        return True
+            return None if entry is None else (entry, message)
+
+        return await self._bursts.join_late(message.chat_key, message.sender_key, arrive)
 
     def _burst_window(self, message: InboundMessage) -> float:
         """How long this message waits for its sender's next one (0: answered alone).
@@ -284,52 +276,17 @@ class MessageProcessor:
         """Recovery: send an `answered` reply that never went out. False: skipped."""
         if self._closing or self.is_busy(entry.chat_key) or not self._outbox.pushes(entry.platform):
             return False
-        if entry.reply_turn_id is None:
-            return False
-        async with self._store.try_chat_lock(entry.platform, entry.chat_id) as free:
-            if not free:
-                return False
-            fresh = await self._store.intake.get(entry.id)
-            reply = await self._store.turn_content(entry.reply_turn_id)
-            if fresh is None or fresh.state != "answered" or reply is None:
-                return fresh is not None and fresh.state != "answered"
-            message = restored_message(entry, self._routes)
-            outbound = reply_for(message, reply.content, late=True)
-            resumed = replace(outbound, resume=fresh.delivery or None)
-            return await self._outbox.deliver(entry.id, resumed)
+        return await send_answered_reply(self._store, self._outbox, self._routes, entry)
 
     async def _duplicate(self, message: InboundMessage) -> None:
-        """A re-delivered message: nothing new is answered. Where a reply whose request
-        is gone cannot be pushed (HTTP), the retry is sent the first try's stored reply."""
-        if self._outbox.pushes(message.platform) or message.message_id is None:
-            log.info(
-                "duplicate delivery of %s message %s ignored", message.chat_key, message.message_id
-            )
-            return
-        platform, chat_id, message_id = message.platform, message.chat_id, message.message_id
-        await send_stored_reply(
-            self._store,
-            self._outbox,
-            message,
-            lambda: self._store.intake.by_message(platform, chat_id, message_id),
-            lambda: self._closing,
-        )
+        await send_duplicates_reply(self._store, self._outbox, message, lambda: self._closing)
 
     async def _answered_elsewhere(
         self, entry: IntakeEntry, message: InboundMessage, late: bool
     ) -> None:
-        """Someone else settled this message first (another replica's recovery took it
-        while it waited here for a place). A caller waiting for the reply in its response
-        (HTTP) is sent that answer, never an empty one; a pushing channel gets nothing more."""
-        if late or self._outbox.pushes(message.platform):
-            return
-        await send_stored_reply(
-            self._store,
-            self._outbox,
-            message,
-            lambda: self._store.intake.get(entry.id),
-            lambda: self._closing,
-        )
+        if not late:
+            closing = lambda: self._closing  # noqa: E731
+            await send_elsewheres_reply(self._store, self._outbox, entry, message, closing)
 
     async def _run(
         self,

@@ -3,7 +3,7 @@
 The migrations under memory/migrations are the source of the schema; each domain's
 models (memory/<domain>/models.py) describe the same tables so queries are typed and
 autogenerate can diff against them. memory/schema.py gathers them all, and
-tests/test_storage.py checks that models and migrations agree.
+tests/memory/test_storage.py checks that models and migrations agree.
 """
 
 from __future__ import annotations

@@ -26,6 +26,15 @@ KIND_LEN = 16
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 
 
+class OverLimit(ValueError):
+    """A write the store refused because it would pass `limit`. Facts only: what a person
+    is told is the core's, from the subclass's fields."""
+
+    def __init__(self, fact: str, limit: int) -> None:
+        super().__init__(f"{fact} (limit {limit})")
+        self.limit = limit
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """Timezone-aware UTC datetimes on every backend.
 

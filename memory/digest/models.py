@@ -1,4 +1,4 @@
-"""The digest's marks and the feeds' tables (migration 0014)."""
+"""The digest's marks and the feeds' tables (migration 0015)."""
 
 from __future__ import annotations
 

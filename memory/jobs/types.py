@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from memory.chats.types import WorkOrigin, person_key
+from memory.db.rows import OverLimit
 
 # queued -> running -> done | failed | cancelled; a running job whose lease ran out (its
 # process died) is claimed again, up to max_attempts.
@@ -18,15 +19,13 @@ JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
 FINISHED = ("done", "failed", "cancelled")
 
 
-class JobRefused(ValueError):
+class JobRefused(OverLimit):
     """A job that was not stored: its requester already has `pending` jobs queued or
-    running, and `limit` is the most one person may have. Facts only: what the person
-    is told is the core's (core/jobs/asking.py)."""
+    running (core/jobs/asking.py words it)."""
 
     def __init__(self, pending: int, limit: int) -> None:
-        super().__init__(f"requester has {pending} jobs queued or running (limit {limit})")
+        super().__init__(f"requester has {pending} jobs queued or running", limit)
         self.pending = pending
-        self.limit = limit
 
 
 @dataclass(frozen=True)

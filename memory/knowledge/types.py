@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from memory.db.rows import OverLimit
+
 GLOBAL_SCOPE = "global"  # documents every chat's turns search
 
 
@@ -13,13 +15,12 @@ class KnowledgeRefused(ValueError):
     """Refused before anything was stored; str(exc) is one line naming the limit."""
 
 
-class TooManyDocuments(ValueError):
-    """A document the store did not accept: its scope already holds `limit` documents,
-    the most it may. Facts only: the words are the core's (core/knowledge/service.py)."""
+class TooManyDocuments(OverLimit):
+    """A document the store did not accept: its scope already holds `limit` documents
+    (core/knowledge/service.py words it)."""
 
     def __init__(self, limit: int) -> None:
-        super().__init__(f"the scope already holds {limit} documents (the limit)")
-        self.limit = limit
+        super().__init__(f"the scope already holds {limit} documents", limit)
 
 
 @dataclass(frozen=True)

@@ -11,21 +11,20 @@ from datetime import datetime
 from typing import Literal
 
 from memory.chats.types import WorkOrigin, person_key
+from memory.db.rows import OverLimit
 
 
 class ReminderRefused(ValueError):
     """A reminder the core would not set; str() is one line safe to show the person."""
 
 
-class ReminderOverLimit(ValueError):
+class ReminderOverLimit(OverLimit):
     """A reminder the store did not write: over the limit `what` names (the text's length,
-    one person's or one chat's active reminders), whose most is `limit`. Facts only: what
-    the person is told is the core's (core/reminders/service.py)."""
+    one person's or one chat's active reminders; core/reminders/service.py words it)."""
 
     def __init__(self, what: Literal["text", "person", "chat"], limit: int) -> None:
-        super().__init__(f"reminder over the {what} limit ({limit})")
+        super().__init__(f"reminder over the {what} limit", limit)
         self.what = what
-        self.limit = limit
 
 
 @dataclass(frozen=True)

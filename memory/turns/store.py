@@ -29,6 +29,7 @@ from memory.db.rows import ID_LEN, NAME_LEN, check_key, clean_text, utc
 from memory.jobs.store import JobStore
 from memory.memories.store import MemoryRows
 from memory.memories.types import MemoryItem, NewMemory
+from memory.moderation.store import SqlModerationStore
 from memory.reminders.store import ReminderStore
 from memory.turns.intake import AfterWrite, IntakeConflict, IntakeStore, claim_in, settle_in
 from memory.turns.models import TurnRow
@@ -66,6 +67,7 @@ class SqlStorage:
         self.tool_calls = ToolCallStore(database)  # MCP tool calls: usage, the console
         self.reminders = ReminderStore(database)  # /remind, /schedule (migration 0009)
         self.jobs = JobStore(database)  # work that outlives a turn (migration 0011)
+        self.moderation = SqlModerationStore(database)  # /mod: rules, actions (0014)
         self._ids = RowIds(database, cache_size=cache_size)
         self._memory = MemoryRows(database, self._ids)
         self._reads = TurnReads(database, self._ids)

@@ -96,7 +96,7 @@ async def test_qq_group_follows_a_feed(tmp_path: Path, database_url: str) -> Non
 
 
 async def test_the_console_lists_feeds_and_removes_one(tmp_path: Path, database_url: str) -> None:
-    from tests.console_support import ESCAPED, HOSTILE, client, console_settings, running, sign_in
+    from tests.console.console_support import ESCAPED, HOSTILE, client, console_settings, running, sign_in
     from tests.rig import msg
 
     async with FakeOpenAI(reply="unused") as model, FeedServer() as feed:

@@ -129,7 +129,15 @@ class FakeOneBot:
             "send_group_msg": self._sent,
             "send_private_msg": self._sent,
             "get_msg": self._get_msg,
+            "get_group_member_info": self._member,
+            "get_stranger_info": lambda p: {"user_id": p["user_id"], "nickname": "stranger"},
         }
+        for action in ("set_group_ban", "delete_msg", "set_group_kick"):
+            self.responders[action] = self._moderated
+        # (group, user) -> {"role", "card", "nickname"}; moderation actions as asked
+        self.members: dict[tuple[int, int], dict[str, Any]] = {}
+        self.moderated: list[dict[str, Any]] = []
+        self.no_rights = False  # moderation actions answer retcode 102 (not a group admin)
         self.set_forward(forward)
         self.sent: list[dict[str, Any]] = []  # {"action", "params", "message_id", "at"}
         self.refused: list[dict[str, Any]] = []  # actions answered "failed": {"action", "at"}
@@ -220,6 +228,30 @@ class FakeOneBot:
         sent = self._sent(params)
         return {**sent, "forward_id": f"fwd-{sent['message_id']}"}
 
+    def _member(self, params: dict[str, Any]) -> dict[str, Any]:
+        group, user = int(params["group_id"]), int(params["user_id"])
+        known = self.members.get((group, user), {})
+        return {"group_id": group, "user_id": user, "role": "member", "nickname": "", **known}
+
+    def _moderated(self, params: dict[str, Any]) -> None:
+        if self.no_rights:
+            raise ActionRefused(102, "权限不足")
+        params.pop("_action", None)
+        self.moderated.append(params)
+
+    def group_increase(self, user_id: int, group_id: int = 30003) -> dict[str, Any]:
+        """A `notice` / `group_increase` event: `user_id` joined `group_id`."""
+        return {
+            "time": int(time.time()),
+            "self_id": self.self_id,
+            "post_type": "notice",
+            "notice_type": "group_increase",
+            "sub_type": "approve",
+            "group_id": group_id,
+            "operator_id": 0,
+            "user_id": user_id,
+        }
+
     def _get_msg(self, params: dict[str, Any]) -> dict[str, Any]:
         found = self.known.get(int(params["message_id"]))
         if found is None:
@@ -251,6 +283,7 @@ class FakeOneBot:
         nickname: str = "alice",
         message_id: int | None = None,
         raw_message: str | None = None,
+        role: str = "member",
     ) -> dict[str, Any]:
         return self._message_event(
             "group",
@@ -259,7 +292,7 @@ class FakeOneBot:
             user_id,
             message_id,
             raw_message,
-            sender={"nickname": nickname, "card": card, "role": "member"},
+            sender={"nickname": nickname, "card": card, "role": role},
             group_id=group_id,
             anonymous=None,
         )

@@ -48,9 +48,10 @@ from typing import Any
 from aiohttp import web
 
 from tests.fakes.door import Door
-from tests.fakes.telegram_chat import ChatModel, utf16_len
 from tests.fakes.telegram_chat import api_error as _error
 from tests.fakes.telegram_chat import api_ok as _ok
+from tests.fakes.telegram_chat import utf16_len
+from tests.fakes.telegram_members import MemberModel
 
 DEFAULT_TOKEN = "123456:TEST-fake-token"
 
@@ -142,7 +143,7 @@ def entity(kind: str, text: str, part: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-class FakeTelegram(ChatModel):
+class FakeTelegram(MemberModel):
     """The fake server; see the module docstring for the scripting API."""
 
     def __init__(
@@ -154,6 +155,7 @@ class FakeTelegram(ChatModel):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._init_chats(clock)
+        self._init_members()
         self.token = token
         self.bot_user = user(bot_id, "Chatterd", username=username, is_bot=True)
         self.bot_user |= {"can_join_groups": True, "can_read_all_group_messages": False}
@@ -244,6 +246,7 @@ class FakeTelegram(ChatModel):
         }
         if sender is not None:
             msg["from"] = sender
+            self.member_messages.add((chat["id"], msg["message_id"]))
         if text is not None:
             msg["text"] = text
         msg.update(fields)

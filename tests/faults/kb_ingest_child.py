@@ -18,7 +18,7 @@ from core.media.sandbox import ParseSandbox
 from core.messages import OutboundMessage, Sent
 from memory.knowledge.store import KnowledgeStore
 from memory.turns.store import open_storage
-from tests.kb_support import opened
+from tests.knowledge.kb_support import opened
 
 LEASE_S = 2.0
 

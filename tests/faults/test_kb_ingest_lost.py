@@ -25,7 +25,7 @@ from core.knowledge.service import KnowledgeBase, Scope
 from memory.knowledge.store import KnowledgeStore
 from memory.turns.store import SqlStorage
 from tests.fakes.openai_server import FakeOpenAI
-from tests.kb_support import Chat, knowledge, opened, parse_sandbox, run_all
+from tests.knowledge.kb_support import Chat, knowledge, opened, parse_sandbox, run_all
 
 pytestmark = pytest.mark.faults
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +49,12 @@ def _postgres_only(database_url: str) -> None:
         pytest.skip("replicas share a PostgreSQL database")
 
 
-@pytest.fixture
-async def model() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(reply=answer_by_name, latency_s=0.05) as fake:
-        yield fake
+# served by conftest.py's `model` fixture
+FAKE_CHAT = {
+    "reply": answer_by_name,
+    "latency_s": 0.05,
+    "model": "fake-model",
+}
 
 
 async def test_replicas_that_cannot_fit_the_server_refuse_to_start(

