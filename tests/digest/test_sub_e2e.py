@@ -7,6 +7,14 @@ from pathlib import Path
 
 from bot.wiring.app import App
 from channels.onebot.channel import OneBotChannel
+from tests.console.console_support import (
+    ESCAPED,
+    HOSTILE,
+    client,
+    console_settings,
+    running,
+    sign_in,
+)
 from tests.digest.support import (
     ADMIN,
     GROUP,
@@ -24,6 +32,7 @@ from tests.fakes.manual_clock import ManualWallClock
 from tests.fakes.onebot_impl import FakeLink, FakeOneBot, sent_text
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
+from tests.rig import msg
 
 LINKS = {"allow_hosts": ["127.0.0.1"]}
 
@@ -96,9 +105,6 @@ async def test_qq_group_follows_a_feed(tmp_path: Path, database_url: str) -> Non
 
 
 async def test_the_console_lists_feeds_and_removes_one(tmp_path: Path, database_url: str) -> None:
-    from tests.console.console_support import ESCAPED, HOSTILE, client, console_settings, running, sign_in
-    from tests.rig import msg
-
     async with FakeOpenAI(reply="unused") as model, FeedServer() as feed:
         title = HOSTILE.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
         feed.body = rss(("a", "First")).replace(b"Club news", title.encode())
