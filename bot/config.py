@@ -31,6 +31,7 @@ from bot.sections import (
     AccessConfig,
     BotConfig,
     ContextConfig,
+    DigestConfig,
     GroupsConfig,
     ImagesConfig,
     JobsConfig,
@@ -41,6 +42,7 @@ from bot.sections import (
     RemindersConfig,
     SandboxConfig,
     StorageConfig,
+    SubscriptionsConfig,
     ToolsConfig,
     VisionConfig,
     WebConfig,
@@ -93,6 +95,8 @@ class Settings(BaseSettings):
     sandbox: SandboxConfig = SandboxConfig()
     knowledge: KnowledgeSettings = KnowledgeSettings()  # core/knowledge/settings.py
     moderation: ModerationConfig = ModerationConfig()  # /mod (core/moderation/)
+    digest: DigestConfig = DigestConfig()
+    subscriptions: SubscriptionsConfig = SubscriptionsConfig()
 
     @model_validator(mode="after")
     def _telegram_rate_limit_moved(self) -> Settings:

@@ -347,3 +347,22 @@ class SandboxConfig(Section):
         if value == "auto":
             raise ValueError('allow is "everyone", "admins" or a list of platform:id')
         return check_allow(value)
+
+
+class DigestConfig(Section):
+    """`/digest`: a recap of what the group said (docs/commands.md)."""
+
+    enabled: bool = True
+    lookback_h: float = Field(24.0, gt=0, le=24 * 31)  # a chat's first digest goes this far back
+    max_messages: int = Field(3000, ge=10, le=100_000)  # stored messages read back at most
+
+
+class SubscriptionsConfig(Section):
+    """`/sub`: feeds a chat follows (docs/commands.md); fetched under `[links]` rules."""
+
+    enabled: bool = True
+    poll_s: float = Field(900.0, ge=10)  # how often each feed is polled
+    max_per_chat: int = Field(20, ge=1, le=1000)
+    max_bytes: int = Field(2 * 1024 * 1024, ge=1024, le=50 * 1024 * 1024)  # of one feed body
+    tell_after: int = Field(3, ge=1)  # failed polls in a row before the chat is told, once
+    backoff_max_s: float = Field(21600.0, ge=10)  # a failing feed is polled at least this often

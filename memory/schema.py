@@ -7,6 +7,7 @@ every table imports this.
 
 from __future__ import annotations
 
+import memory.digest.models  # noqa: F401 (registers its tables on Base.metadata)
 import memory.jobs.models  # noqa: F401 (registers its tables on Base.metadata)
 import memory.knowledge.models  # noqa: F401 (registers its tables on Base.metadata)
 import memory.moderation.models  # noqa: F401 (registers its tables on Base.metadata)

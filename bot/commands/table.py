@@ -98,6 +98,8 @@ class Commands:
             "jobs",
             "draw",
             "kb",
+            "digest",
+            "sub",
         )
         return [name for name in known if name in self._handlers]
 
@@ -142,6 +144,7 @@ class Commands:
                 if "kb" in self._handlers
                 else []
             ),
+            *(["/sub list — the feeds this chat follows"] if "sub" in self._handlers else []),
             *(
                 ["/jobs — your work that takes minutes here; /jobs cancel <id>"]
                 if "jobs" in self._handlers
@@ -166,6 +169,10 @@ class Commands:
                 lines.append("Admin: /usage group (this chat's tokens), /usage top (top spenders).")
             if "schedule" in self._handlers:
                 lines.append("Admin: /schedule <when> <instruction> — a model turn at that time.")
+            if "digest" in self._handlers:
+                lines.append("Admin: /digest — what the group said; /digest daily HH:MM, off.")
+            if "sub" in self._handlers:
+                lines.append("Admin: /sub add <url> — follow a feed here; /sub remove <id>.")
         return Reply("\n".join(lines))
 
     async def _reset(self, message: InboundMessage, args: list[str]) -> Reply:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.console import chats, jobs, moderation, overview, people, reminders, settings
+from bot.console import chats, feeds, jobs, moderation, overview, people, reminders, settings
 from bot.console.knowledge import UPLOAD_PATH, knowledge_page
 from bot.console.page import ConsoleDeps, Page
 from bot.console.web import Console
@@ -13,6 +13,7 @@ PAGES: tuple[Page, ...] = (
     people.add_routes,
     settings.add_routes,
     reminders.add_routes,
+    feeds.add_routes,
     jobs.add_routes,
     moderation.add_routes,
 )

@@ -25,6 +25,7 @@ from bot.console import RecentErrors
 from bot.errors import channel_start_failure
 from bot.wiring.background import build_tasks
 from bot.wiring.chime import build_chime
+from bot.wiring.digest import DaemonDigest, DigestSeams
 from bot.wiring.gate import access_rules, admins_of, build_gate
 from bot.wiring.images import Drawing, build_drawing
 from bot.wiring.jobs import build_job_runner
@@ -120,8 +121,7 @@ class App:
         self.processor: MessageProcessor | None = None
         self.storage: SqlStorage | None = None
         self.console: Console | None = None  # the web console, when it is served
-        # Per-chat settings (/bot ...), cached for the message path; the console uses it too.
-        self.chat_settings: CachedChatSettings | None = None
+        self.chat_settings: CachedChatSettings | None = None  # /bot ..., cached; the console
         self._deps = deps
         self._stack = AsyncExitStack()
         self.routes = ChannelRoutes()
@@ -130,8 +130,7 @@ class App:
         self._recovery_stop = asyncio.Event()
         self._models: dict[str, FallbackProvider] = {}  # "llm", "vision": their endpoints
         self.mcp: Any = None  # core.tools.mcp.tools.McpTools, when [mcp] servers are set
-        # Reminders (/remind, /schedule): sent through the one door (core/turn/delivery.py).
-        self.reminders: Reminders | None = None
+        self.reminders: Reminders | None = None  # /remind, /schedule: sent through the one door
         self.scheduler: Scheduler | None = None
         self.jobs: JobRunner | None = None  # work that outlives a turn (core/jobs/runner.py)
         self._drawing: Drawing | None = None  # pictures ([images]), when enabled
@@ -287,6 +286,9 @@ class App:
             self.scheduler = build_scheduler(
                 settings, self.storage, self.processor, chat_settings, self._clock, outbox, access
             )
+        seams = DigestSeams(self.storage, llm, counter, meter, outbox, chat_settings, admins)
+        self.digest = DaemonDigest(settings, seams, self._clock, resolver)
+        self.digest.attach(commands, self.reminders, self.scheduler)  # /digest, /sub
         quota = QuotaGuard(limits, self.storage.usage, clock=self._clock)
         mod = build_moderation(settings, self.storage, self.routes, outbox, admins, llm, commands)
         dispatcher = build_gate(
@@ -341,6 +343,7 @@ class App:
             self._stack.push_async_callback(self._stop_recovery, jobs)
         if self.knowledge is not None:  # the knowledge folder's changes become jobs
             self.knowledge.watch(self._recovery_stop, self._stack)
+        self.digest.watch(self._recovery_stop, self._stack)  # the feeds' polls
         if self.scheduler is not None:  # stops with recovery (the same stop event)
             reminders = asyncio.create_task(self.scheduler.run(self._recovery_stop))
             self._stack.push_async_callback(self._stop_recovery, reminders)

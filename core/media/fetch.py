@@ -104,6 +104,11 @@ class Downloaded:
     data: bytes
     content_type: str | None
     url: str  # the final URL, after redirects
+    # A conditional request's answers (feeds): the validators to send next time, and
+    # whether the server said the body did not change (304: `data` is empty).
+    etag: str | None = None
+    last_modified: str | None = None
+    not_modified: bool = False
 
 
 def is_public_address(ip: IPAddress) -> bool:
@@ -167,21 +172,35 @@ class SafeDownloader:
         *,
         accept: tuple[str, ...] = (),
         max_bytes: int | None = None,
+        if_none_match: str | None = None,
+        if_modified_since: str | None = None,
     ) -> Downloaded:
         """Download `url`; raise DownloadError (or a subclass) with a clear reason.
 
         `accept`: content-type prefixes wanted ("text/html", "image/"); another declared
         type is refused before the body is read (no declared type is let through, for
         the caller to sniff). `max_bytes` lowers the policy's cap for this call.
+        `if_none_match` / `if_modified_since` make it conditional: a 304 answer comes back
+        as `not_modified` with no body.
         """
         cap = min(self.policy.max_bytes, max_bytes or self.policy.max_bytes)
+        conditions = {
+            name: value
+            for name, value in (
+                ("If-None-Match", if_none_match),
+                ("If-Modified-Since", if_modified_since),
+            )
+            if value
+        }
         try:
             async with asyncio.timeout(self.policy.timeout_s):
-                return await self._fetch(url, accept, cap)
+                return await self._fetch(url, accept, cap, conditions)
         except TimeoutError:
             raise DownloadError(f"timed out after {self.policy.timeout_s:g}s") from None
 
-    async def _fetch(self, url: str, accept: tuple[str, ...], cap: int) -> Downloaded:
+    async def _fetch(
+        self, url: str, accept: tuple[str, ...], cap: int, conditions: dict[str, str]
+    ) -> Downloaded:
         resolver = GuardedResolver(self.policy, self._resolver)
         connector = aiohttp.TCPConnector(resolver=resolver, use_dns_cache=False, limit=4)
         headers = {"User-Agent": self.policy.user_agent}
@@ -190,17 +209,25 @@ class SafeDownloader:
         ) as session:
             current = self._check_url(url)
             for _hop in range(self.policy.max_redirects + 1):
-                async with _GuardedRequest(session, current) as response:
+                async with _GuardedRequest(session, current, conditions) as response:
                     if response.status in _REDIRECTS:
                         current = self._next_hop(current, response)
                         continue
+                    if response.status == 304 and conditions:
+                        return Downloaded(b"", None, str(current), not_modified=True)
                     if response.status != 200:
                         raise DownloadError(f"HTTP {response.status} from {_safe(current)}")
                     declared = _declared_type(response)
                     if accept and declared and not declared.startswith(accept):
                         raise DownloadWrongType(f"{declared} is not a wanted type")
                     data = await self._read_capped(response, cap)
-                    return Downloaded(data, declared or None, str(current))
+                    return Downloaded(
+                        data,
+                        declared or None,
+                        str(current),
+                        etag=response.headers.get("ETag"),
+                        last_modified=response.headers.get("Last-Modified"),
+                    )
             raise DownloadRefused(f"more than {self.policy.max_redirects} redirects")
 
     def _check_url(self, raw: str | URL) -> URL:
@@ -244,13 +271,16 @@ class SafeDownloader:
 class _GuardedRequest:
     """`session.get` without automatic redirects, translating refusals into our errors."""
 
-    def __init__(self, session: aiohttp.ClientSession, url: URL) -> None:
+    def __init__(
+        self, session: aiohttp.ClientSession, url: URL, headers: dict[str, str] | None = None
+    ) -> None:
         self._session = session
         self._url = url
+        self._headers = headers or {}
         self._cm: Any = None
 
     async def __aenter__(self) -> aiohttp.ClientResponse:
-        self._cm = self._session.get(self._url, allow_redirects=False)
+        self._cm = self._session.get(self._url, allow_redirects=False, headers=self._headers)
         try:
             return await self._cm.__aenter__()
         except aiohttp.ClientConnectorError as exc:

@@ -17,6 +17,10 @@ An occurrence sent late (the daemon was down) says when it was due; one older th
 `catch_up_s` is recorded `missed` instead. A repeating reminder catches up at most its
 latest occurrence.
 
+A kind given a composer (`compose`: a daily digest) writes its text when due and is sent
+plainly to the chat; after the send its composer's `after_send` runs (the digest's mark
+moves on), then the run is marked.
+
 Scheduled tasks are a model turn: a message from the owner with the id
 `schedule:<id>:<due>` goes through the processor, so the intake's exactly-once, recovery
 and delivery apply.
@@ -59,6 +63,19 @@ RunTask = Callable[[InboundMessage], Awaitable[str | None]]
 TaskOutcome = Callable[[InboundMessage], Awaitable[str | None]]  # the intake row's state
 Gate = Callable[[Reminder], Awaitable[str | None]]  # a reason not to deliver now, or None
 Lock = Callable[[int], AbstractAsyncContextManager[bool]]  # try-lock a key, no waiting
+
+
+@dataclass(frozen=True)
+class Composed:
+    """The text of an occurrence whose kind writes it when due (a daily digest), and what
+    to do once it is sent (move the digest's mark on)."""
+
+    text: str
+    after_send: Callable[[], Awaitable[None]] | None = None
+
+
+# A kind whose text is written when due: None means nothing to send this time.
+Compose = Callable[[Reminder], Awaitable[Composed | None]]
 RETRY_AFTER_S = 15.0  # a send the platform refused is tried again after this
 
 
@@ -119,6 +136,7 @@ class Scheduler:
         clock: Clock | None = None,
         lock: Lock | None = None,
         worker_id: str = "",
+        compose: dict[str, Compose] | None = None,
     ) -> None:
         self._store = store
         self._send = send
@@ -133,11 +151,16 @@ class Scheduler:
         self._held: set[int] = set()
         self._turns: set[asyncio.Task[int]] = set()  # scheduled tasks' model turns
         self._retry_at: dict[int, datetime] = {}
+        self._compose = dict(compose or {})
         self.sent_total = 0
         self.missed_total = 0
 
     def _now(self) -> datetime:
         return self._clock().astimezone(UTC)
+
+    def compose_with(self, kind: str, compose: Compose) -> None:
+        """Occurrences of `kind` get their text from `compose` when due (a daily digest)."""
+        self._compose[kind] = compose
 
     @asynccontextmanager
     async def _lock(self, key: int) -> AsyncIterator[bool]:
@@ -162,7 +185,8 @@ class Scheduler:
             due = await self._store.due(now, self._options.batch)
             progress = 0
             for reminder in due:
-                if reminder.kind == "task":  # a model turn may take a minute: not in the way
+                if reminder.kind == "task" or reminder.kind in self._compose:
+                    # a model turn may take a minute: not in the way of the others
                     self._spawn(self._fire(reminder, now), reminder.id)
                     continue
                 try:
@@ -279,6 +303,8 @@ class Scheduler:
             return 1
         if reminder.kind == "task":
             return await self._run(reminder, run, late=late)
+        if reminder.kind in self._compose:
+            return await self._composed(reminder, run, self._compose[reminder.kind])
         outbound = self._outbound(reminder, run, self._text(reminder, run, late))
         try:
             await self._send(outbound)
@@ -300,6 +326,38 @@ class Scheduler:
             reminder.id,
             reminder.chat_key,
             " (late)" if late else "",
+        )
+        return 1
+
+    async def _composed(self, reminder: Reminder, run: Run, compose: Compose) -> int:
+        """An occurrence whose text is written now; sent plainly to the chat (it is for
+        everyone there, not a reply to its owner)."""
+        composed = await compose(reminder)
+        if composed is None:
+            await self._store.finish(run, "skipped", "nothing to send this time")
+            return 1
+        outbound = message_to(
+            reminder,
+            composed.text,
+            reminder_id=reminder.id,
+            occurrence_id=occurrence_id(reminder.id, run.due_at),
+        )
+        try:
+            await self._send(outbound)
+        except DeliveryError as exc:
+            self._retry_at[run.id] = self._now() + timedelta(seconds=RETRY_AFTER_S)
+            log.warning(
+                "reminders: #%d (%s) not delivered yet (%s)", reminder.id, reminder.kind, exc
+            )
+            return 0
+        # <- the one-write window: sent, not yet marked (see the module docstring)
+        if composed.after_send is not None:
+            await composed.after_send()
+        await self._store.finish(run, "delivered")
+        self._retry_at.pop(run.id, None)
+        self.sent_total += 1
+        log.info(
+            "reminders: #%d (%s) delivered in %s", reminder.id, reminder.kind, reminder.chat_key
         )
         return 1
 

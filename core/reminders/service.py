@@ -201,7 +201,7 @@ def list_line(reminder: Reminder, now: datetime, *, show_owner: bool) -> str:
     """One reminder in `/remind list`."""
     zone = ZoneInfo(reminder.zone)
     owner = f" (by {reminder.owner_name})" if show_owner else ""
-    kind = "" if reminder.kind == "remind" else " task"
+    kind = "" if reminder.kind == "remind" else f" {reminder.kind}"
     if reminder.state == "missed" and reminder.last_due_at is not None:
         when = describe(reminder.last_due_at, now, zone)
         return f"#{reminder.id}{kind} MISSED, was due {when}{owner}: {reminder.text}"

@@ -24,7 +24,7 @@ from memory.usage.types import UsageDelta, UsageSink
 
 log = logging.getLogger(__name__)
 
-Purpose = Literal["reply", "vision", "compaction", "transcription", "speech", "image"]
+Purpose = Literal["reply", "vision", "compaction", "transcription", "speech", "image", "digest"]
 # The user id compaction is recorded under when nobody's turn triggered it (a library
 # caller of Compactor.fold without `who`): the chat pays, no person does.
 UNATTRIBUTED = "(chat)"

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from memory.db.base import Base, BigIdKey
 from memory.db.rows import ID_LEN, KIND_LEN, NAME_LEN, PLATFORM_LEN, UTCDateTime, utcnow
 
-USAGE_PURPOSES = ("reply", "vision", "compaction", "transcription", "speech", "image")
+USAGE_PURPOSES = ("reply", "vision", "compaction", "transcription", "speech", "image", "digest")
 
 
 class UsageRow(BigIdKey, Base):

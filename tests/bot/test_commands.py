@@ -169,7 +169,7 @@ async def test_help_lists_commands_and_admin_extras(commands: Commands) -> None:
     assert "bot" in commands.names
     for name in commands.names:
         assert f"/{name}" in admin
-        assert (f"/{name}" in text) is (name not in ("bot", "schedule"))  # admins' only
+        assert (f"/{name}" in text) is (name not in ("bot", "schedule", "digest"))  # admins' only
     assert "Admin:" not in text and "Admin:" in admin
     assert await say(commands, "/start") == text
 

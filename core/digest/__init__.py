@@ -1,0 +1,1 @@
+"""What the group missed: a recap of a chat's stored messages in one model request."""

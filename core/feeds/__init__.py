@@ -1,0 +1,1 @@
+"""Feeds a chat follows (`/sub`): RSS, Atom and JSON Feed, new entries posted once."""
