@@ -21,10 +21,11 @@ from bot.commands.table import Commands
 from bot.commands.tools import ToolsCommand
 from bot.commands.usage import UsageCommand
 from bot.config import Settings
-from bot.console import RecentErrors
+from bot.console.recent import RecentErrors
 from bot.errors import channel_start_failure
 from bot.wiring.background import build_tasks
 from bot.wiring.chime import build_chime
+from bot.wiring.console import web_console
 from bot.wiring.digest import DaemonDigest, DigestSeams
 from bot.wiring.gate import access_rules, admins_of, build_gate
 from bot.wiring.images import Drawing, build_drawing
@@ -73,7 +74,7 @@ from memory.chats.types import ChatKey
 from memory.turns.store import SqlStorage
 
 if TYPE_CHECKING:
-    from bot.console import Console
+    from bot.console import Console, ConsoleDeps
 
 log = logging.getLogger(__name__)
 
@@ -350,31 +351,15 @@ class App:
 
     def _console(self) -> Console | None:
         """The operator's console on the HTTP server, when a password is set for it."""
-        web, http = self.settings.web, self.settings.http
-        if not web.enabled or self.mode != "run":
-            return None
-        if web.password is None:
-            log.info(
-                "web console is off: set [web] password (or CHATTERD_WEB__PASSWORD) to "
-                "serve it at http://%s:%d/console",
-                http.host,
-                http.port,
-            )
-            return None
-        if not http.enabled:
-            log.warning(
-                "web console is off: it is served by the HTTP server; set [http] enabled = true"
-            )
-            return None
+        self.console = web_console(self.settings, self.mode == "run", self._stack, self._pages)
+        return self.console
+
+    def _pages(self, errors: RecentErrors) -> ConsoleDeps:
+        from bot.console import ConsoleDeps  # only when served
+
         assert self.storage is not None and self.processor is not None
         assert self.chat_settings is not None
-        errors = RecentErrors()
-        root = logging.getLogger()
-        root.addHandler(errors)
-        self._stack.callback(root.removeHandler, errors)
-        from bot.console import ConsoleDeps, console_site  # only when served
-
-        deps = ConsoleDeps(
+        return ConsoleDeps(
             settings=self.settings,
             storage=self.storage,
             health=self.health,
@@ -384,8 +369,6 @@ class App:
             chat_settings=self.chat_settings,
             knowledge=knowledge_desk(self.knowledge),  # the Knowledge page, when enabled
         )
-        self.console = console_site(deps, web.password.get_secret_value())
-        return self.console
 
     async def _stop_recovery(self, task: asyncio.Task[None]) -> None:
         self._recovery_stop.set()

@@ -221,21 +221,11 @@ class TelegramChannel:
         except ValueError:
             raise DeliveryError("telegram: not a chat id", permanent=True) from None
         try:
-            if message.image is not None:  # a drawn picture, its caption the text
-                photo = await self._sender.send_photo(
-                    target.chat_id,
-                    message.image,
-                    message.text,
-                    reply_to=target.reply_to,
-                    thread_id=target.thread_id,
-                )
-                ids = [photo]
-            elif message.document is not None:  # a file a sandbox run made
-                name = message.document_name or "file"
-                doc = await self._sender.send_document(
-                    target.chat_id, message.document, name, thread_id=target.thread_id
-                )
-                ids = [doc]
+            attached = await self._sender.send_attached(
+                message, target.chat_id, reply_to=target.reply_to, thread_id=target.thread_id
+            )
+            if attached is not None:  # a drawn picture, a file a sandbox run made
+                ids = [attached]
             elif message.private_to is not None:
                 username = self._me.username if self._me else None
                 ids = await send_private(self._sender, message, target, bot_username=username)

@@ -27,6 +27,7 @@ from channels.formatting.split import split_text
 from channels.formatting.telegram import Entity, FormattedText, utf16_length
 from channels.telegram.app import TelegramTimings
 from channels.telegram.pacing import ChatPacer
+from core.messages import OutboundMessage
 
 log = logging.getLogger(__name__)
 
@@ -233,6 +234,26 @@ class TelegramSender:
             return sent.message_id
 
         return await self._request(chat_id, call, False, True)
+
+    async def send_attached(
+        self,
+        message: OutboundMessage,
+        chat_id: int,
+        *,
+        reply_to: int | None = None,
+        thread_id: int | None = None,
+    ) -> int | None:
+        """The picture (its caption the text) or the file `message` carries, sent; None
+        when it carries neither."""
+        if message.image is not None:
+            image, text = message.image, message.text
+            return await self.send_photo(
+                chat_id, image, text, reply_to=reply_to, thread_id=thread_id
+            )
+        if message.document is not None:
+            name = message.document_name or "file"
+            return await self.send_document(chat_id, message.document, name, thread_id=thread_id)
+        return None
 
     async def send_document(
         self, chat_id: int, data: bytes, name: str, *, thread_id: int | None = None

@@ -322,7 +322,7 @@ async def test_static_files_come_from_the_daemon_and_unknown_ones_are_404(
 async def test_without_a_password_the_console_is_off_and_the_log_says_how(
     tmp_path: Path, database_url: str, model: FakeOpenAI, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="bot.wiring.app")
+    caplog.set_level(logging.INFO, logger="bot.wiring.console")
     settings = console_settings(tmp_path, database_url, model, web={"password": None})
     async with running(settings) as run, client() as session:
         async with session.get(f"{run.base}/console/", allow_redirects=False) as page:
@@ -345,7 +345,7 @@ async def test_with_the_http_server_off_the_console_is_off_and_the_log_says_why(
 ) -> None:
     from tests.rig import daemon
 
-    caplog.set_level(logging.INFO, logger="bot.wiring.app")
+    caplog.set_level(logging.INFO, logger="bot.wiring.console")
     settings = console_settings(tmp_path, database_url, model, http={"enabled": False})
     async with daemon(settings) as app:
         assert app.console is None and app.channels == []
