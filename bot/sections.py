@@ -10,13 +10,24 @@ bot/wiring/media_config.py, MCP's in core/tools/mcp/config.py.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import AfterValidator, Field, SecretStr, field_validator
 
 from channels.config import Section
 from core.tools.mcp.config import Allow, check_allow
+
+
+def _person_allow(value: Allow) -> Allow:
+    """Who may use a tool that acts for one person; MCP's per-server "auto" means nothing here."""
+    if value == "auto":
+        raise ValueError('it is "everyone", "admins" or a list of platform:id')
+    return check_allow(value)
+
+
+# `[images] allow`, `[jobs] spawn_allow`, `[sandbox] allow`: checked when offered and when run.
+PersonAllow = Annotated[Allow, AfterValidator(_person_allow)]
 
 PLATFORMS = ("telegram", "qq", "http", "console")
 
@@ -269,16 +280,9 @@ class JobsConfig(Section):
     lease_s: float = Field(60.0, ge=5, le=3600)  # a dead process's job is taken over after this
     # Background tasks (the model's `spawn` tool, core/background/): who may start one, and how
     # far one task may go (tool rounds; tokens, counted to its requester's usage).
-    spawn_allow: Allow = "everyone"
+    spawn_allow: PersonAllow = "everyone"
     max_steps: int = Field(12, ge=1, le=100)
     max_tokens: int = Field(60000, ge=1000)
-
-    @field_validator("spawn_allow")
-    @classmethod
-    def _spawn_allow(cls, value: Allow) -> Allow:
-        if value == "auto":
-            raise ValueError('spawn_allow is "everyone", "admins" or a list of platform:id')
-        return check_allow(value)
 
 
 class ImagesConfig(Section):
@@ -296,14 +300,7 @@ class ImagesConfig(Section):
     max_per_chat_per_day: int = Field(50, ge=0)  # 0: no limit
     # Who may draw: "everyone", "admins" ([bot] admins) or a list of "platform:id" (plus
     # admins); the same rule as MCP tools, checked when offered and again when run.
-    allow: Allow = "admins"
-
-    @field_validator("allow")
-    @classmethod
-    def _allow(cls, value: Allow) -> Allow:
-        if value == "auto":
-            raise ValueError('allow is "everyone", "admins" or a list of platform:id')
-        return check_allow(value)
+    allow: PersonAllow = "admins"
 
 
 class ModerationConfig(Section):
@@ -328,7 +325,7 @@ class SandboxConfig(Section):
     engine: Literal["auto", "bwrap", "wasi"] = "auto"
     # Who may run code: "admins" ([bot] admins), "everyone" or a list of "platform:id" (plus
     # admins); checked when the tool is offered and again when a call runs.
-    allow: Allow = "admins"
+    allow: PersonAllow = "admins"
     timeout_s: float = Field(30.0, gt=0, le=600)
     memory_mb: int = Field(256, ge=64, le=16384)
     max_output_chars: int = Field(4000, ge=100, le=100_000)
@@ -340,13 +337,6 @@ class SandboxConfig(Section):
     folder: Path = Path("data/sandbox")  # the chats' folders
     wasi_cache: Path = Path("data/wasi-cache")  # the wasi engine's compiled module
     python: str = ""  # bwrap: the interpreter a run uses; empty: /usr/bin/python3
-
-    @field_validator("allow")
-    @classmethod
-    def _allow(cls, value: Allow) -> Allow:
-        if value == "auto":
-            raise ValueError('allow is "everyone", "admins" or a list of platform:id')
-        return check_allow(value)
 
 
 class DigestConfig(Section):

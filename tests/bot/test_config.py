@@ -82,6 +82,9 @@ def test_conventional_variables_fill_in_but_do_not_beat_explicit(
         ('[vision]\nmode = "dream"\n', "vision.mode"),
         ('[storage]\nurl = "mysql://x/y"\n', "storage.url"),
         ("[nonsense]\nx = 1\n", "nonsense"),
+        ('[images]\nallow = "auto"\n', "images.allow"),
+        ('[jobs]\nspawn_allow = "auto"\n', "jobs.spawn_allow"),
+        ('[sandbox]\nallow = ["telegram"]\n', "sandbox.allow"),
     ],
 )
 def test_bad_values_name_the_key(tmp_path: Path, text: str, key: str) -> None:
