@@ -40,6 +40,9 @@ async def check_connection_budget(settings: Settings, database: Database) -> Non
     already running plus this one, whichever is more (memory/db/capacity.py)."""
     if database.dialect != "postgresql":
         return
+    if database.target.pgbouncer:  # PgBouncer's own pool is what reaches the server
+        log.info("storage: behind PgBouncer; its pool size bounds the server connections")
+        return
     budget = ConnectionBudget(
         replicas=settings.storage.replicas,
         pool_size=settings.storage.pool_size,

@@ -79,9 +79,20 @@ _LIVE = text(
 )
 
 
+_BEATING = text(
+    "SELECT substr(name, length('replica:') + 1) FROM leases "
+    "WHERE name LIKE 'replica:%' AND lease_until > now()"
+)
+
+
 async def live_replicas(database: Database) -> frozenset[str]:
     """The replica ids of the daemons that have a session on this database now (this one's
-    too): a claim held by any other replica is a dead process's."""
+    too): a claim held by any other replica is a dead process's. Behind PgBouncer the
+    server's sessions do not say whose they are: there a replica lives while it keeps
+    its `replica:` lease renewed (memory/leases/store.py)."""
+    if database.target.pgbouncer:
+        beating = await database.read(lambda conn: conn.execute(_BEATING).scalars().all())
+        return frozenset({*map(str, beating), *([database.replica] if database.replica else [])})
     head = application_name(database.target, "-")[:-1]  # "chatterd/<schema>/"
     prefix = head.replace("%", r"\%").replace("_", r"\_") + "%"
     query = _LIVE.bindparams(prefix=prefix)

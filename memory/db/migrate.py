@@ -239,6 +239,11 @@ class Database:
         if self.target.is_sqlite:
             job = partial(self._autocommit_sqlite, self._reader, fn)
             return await asyncio.get_running_loop().run_in_executor(self._read_threads, job)
+        if self.target.pgbouncer:
+            # asyncpg prepares, then executes: outside a transaction PgBouncer may send
+            # the two to different server connections, so a read is a transaction too.
+            async with self._engine.begin() as conn:
+                return await conn.run_sync(fn)
         async with self._autocommit.connect() as conn:
             return await conn.run_sync(fn)
 

@@ -15,6 +15,7 @@ import pytest
 
 from tests.fakes.openai_server import FakeOpenAI
 from tests.faults.daemon import Daemon, daemon_env, free_port
+from tests.scale import bouncer
 from tests.scale.load import (
     Connections,
     Load,
@@ -135,3 +136,33 @@ async def test_a_replica_killed_mid_run_loses_nothing_and_answers_nothing_twice(
     finally:
         for daemon in daemons:
             await daemon.close()
+
+
+BOUNCED_CHATS = 100
+
+
+async def test_two_replicas_behind_pgbouncer_answer_in_order_exactly_once(
+    tmp_path: Path, database_url: str, model: FakeOpenAI
+) -> None:
+    _postgres_only(database_url)
+    if not bouncer.available():
+        pytest.skip("pgbouncer is not installed (.ci/run installs Debian's)")
+    daemons: list[Daemon] = []
+    async with bouncer.pgbouncer(database_url) as bounced:
+        try:
+            daemons = await start_replicas(tmp_path, bounced, model, 2)
+            load = Load(daemons, BOUNCED_CHATS, MESSAGES)
+            await load.run(LOAD_LIMIT_S)
+            assert load.failures == []
+            assert load.answers == {
+                c: [f"re {text_of(c, k)}" for k in range(MESSAGES)] for c in range(BOUNCED_CHATS)
+            }
+            stored = await stored_conversations(database_url, BOUNCED_CHATS)
+            assert {c: t for c, t in stored.items() if t != expected_conversation(c)} == {}
+            assert {text: n for text, n in model_calls(model).items() if n > 1} == {}
+            assert unseen_replies(model) == []
+            logs = "\n".join(d.log() for d in daemons)
+            assert "Traceback" not in logs and "prepared statement" not in logs
+        finally:
+            for daemon in daemons:
+                await daemon.close()
