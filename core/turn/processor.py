@@ -207,7 +207,7 @@ class MessageProcessor:
         is room (here or on another replica). Never half-accepted."""
         if not self._outbox.pushes(message.platform):
             raise Overloaded
-        entry = await self._store.intake.accept(intake_draft(message))
+        entry = await self._store.intake.accept(intake_draft(message), queued=False)
         if entry is None:
             return await self._duplicate(message)
         log.warning(

@@ -105,8 +105,10 @@ class IntakeStore:
         )
         self._moves: dict[tuple[int, bool], Update] = {}
 
-    async def accept(self, draft: IntakeDraft) -> IntakeEntry | None:
+    async def accept(self, draft: IntakeDraft, *, queued: bool = True) -> IntakeEntry | None:
         """Store a triggered message as `pending`; None when its message id was seen.
+        `queued`: this process answers it (the row names this replica as its owner);
+        False leaves it to whichever replica's recovery has room first.
 
         One INSERT returning only the id: it is on every message's path.
         """
@@ -133,7 +135,7 @@ class IntakeStore:
             updated_at=now,
         )
         values = {field: getattr(entry, field) for field in _FIELDS}
-        values["owner"] = self._owner
+        values["owner"] = self._owner if queued else None
         found = await self._db.write(lambda conn: conn.execute(self._accept, values).first())
         return replace(entry, id=int(found[0])) if found is not None else None
 

@@ -4,6 +4,8 @@ live replica accepted to that replica."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from sqlalchemy import text
 
@@ -66,6 +68,15 @@ async def test_a_live_replicas_lease_is_not_taken_until_it_runs_out(database_url
         await second.close()
 
 
+async def _open_once_all_there(storage: SqlStorage, count: int) -> list[int]:
+    for _ in range(100_000):
+        found = [e.id for e in await storage.intake.open_entries()]
+        if len(found) >= count:
+            return found
+        await asyncio.sleep(0.02)
+    return found
+
+
 def _draft(chat: str) -> IntakeDraft:
     return IntakeDraft("qq", chat, "group", "u1", "u1", "hello", platform_message_id=chat)
 
@@ -78,10 +89,15 @@ async def test_recovery_leaves_a_live_replicas_messages_to_it(database_url: str)
         mine = await first.intake.accept(_draft("g1"))
         theirs = await second.intake.accept(_draft("g2"))
         assert mine is not None and theirs is not None
-        assert [e.id for e in await first.intake.open_entries()] == [mine.id]
-        assert [e.id for e in await second.intake.open_entries()] == [theirs.id]
+        # Turned away under overload, not queued anywhere: whoever has room first.
+        spare = await second.intake.accept(_draft("g3"), queued=False)
+        assert spare is not None
+        assert [e.id for e in await first.intake.open_entries()] == [mine.id, spare.id]
+        assert [e.id for e in await second.intake.open_entries()] == [theirs.id, spare.id]
         await second.close()  # its sessions end: what it accepted is anyone's now
-        assert [e.id for e in await first.intake.open_entries()] == [mine.id, theirs.id]
+        async with asyncio.timeout(10):  # a closed session leaves pg_stat_activity promptly
+            found = await _open_once_all_there(first, 3)
+        assert found == [mine.id, theirs.id, spare.id]
     finally:
         await first.close()
         await second.close()
