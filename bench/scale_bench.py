@@ -104,6 +104,8 @@ async def _measure(
         started = time.perf_counter()
         await load.run(1800)
         wall = time.perf_counter() - started
+    for failure in load.failures[:5]:
+        print("failure:", failure[:300], flush=True)
     expected = {
         c: [part for k in range(args.messages) for part in (text_of(c, k), f"re {text_of(c, k)}")]
         for c in range(args.chats)

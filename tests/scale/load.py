@@ -22,7 +22,9 @@ from sqlalchemy.pool import NullPool
 from tests.fakes.openai_server import FakeOpenAI, content_text, last_user_text
 from tests.faults.daemon import Daemon
 
-ATTEMPTS = 40  # per message: a replica killed mid-request is retried on the next one
+# Per message: a replica killed mid-request, or at its [http] max_connections (503), is
+# tried again on the next one, up to a few minutes in all.
+ATTEMPTS = 300
 
 
 def said(body: dict[str, Any]) -> str:
@@ -91,7 +93,7 @@ class Load:
                         return None
             except (aiohttp.ClientError, TimeoutError):
                 pass  # the replica went away mid-request: the same message id elsewhere
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(min(0.1 * (attempt + 1), 1.0))
         self.failures.append(f"c{chat}m{index}: never answered")
         return None
 
