@@ -125,10 +125,11 @@ class VisionConfig(Section):
 class StorageConfig(Section):
     # sqlite+aiosqlite:// (the older spelling) still works and means the same as sqlite://.
     url: str = "sqlite:///data/chatterd.sqlite"
-    # PostgreSQL: connections for reads and writes per daemon (chat locks take another
-    # [bot] max_in_flight); `replicas` daemons share the server, and `chatterd run` stops
-    # when replicas x (pool_size + max_in_flight) cannot fit its max_connections.
-    pool_size: int = Field(20, ge=1, le=1000)
+    # PostgreSQL: every connection a daemon opens, however many turns are in flight
+    # (a turn holds one only for each short transaction); `replicas` daemons share the
+    # server, and `chatterd run` stops when replicas x pool_size cannot fit its
+    # max_connections.
+    pool_size: int = Field(15, ge=1, le=1000)
     replicas: int = Field(1, ge=1, le=1000)
 
     @field_validator("url")

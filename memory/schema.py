@@ -10,6 +10,7 @@ from __future__ import annotations
 import memory.digest.models  # noqa: F401 (registers its tables on Base.metadata)
 import memory.jobs.models  # noqa: F401 (registers its tables on Base.metadata)
 import memory.knowledge.models  # noqa: F401 (registers its tables on Base.metadata)
+import memory.leases.models  # noqa: F401 (registers its tables on Base.metadata)
 import memory.moderation.models  # noqa: F401 (registers its tables on Base.metadata)
 import memory.reminders.models  # noqa: F401 (registers its tables on Base.metadata)
 from memory.db.base import Base

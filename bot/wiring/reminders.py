@@ -122,12 +122,12 @@ def build_scheduler(
         )
         return entry.state if entry is not None else None
 
-    database = storage.database
     lock: Lock | None = None
     if storage.dialect == "postgresql":  # the sender holds it while it sends (see scheduler)
+        leases = storage.leases
 
         def lock(key: int) -> AbstractAsyncContextManager[bool]:
-            return database.advisory_lock(key, wait=False)
+            return leases.hold(f"reminder:{key}", wait=False)
 
     config = settings.reminders
     return Scheduler(

@@ -28,7 +28,6 @@ async def open_daemon_storage(settings: Settings) -> SqlStorage:
 
     return await open_storage(
         settings.storage.url,
-        lock_pool_size=settings.bot.max_in_flight,
         pool_size=settings.storage.pool_size,
         before_migrate=check,
         replica=uuid.uuid4().hex[:12],  # how the other replicas see this one
@@ -41,10 +40,12 @@ async def check_connection_budget(settings: Settings, database: Database) -> Non
     already running plus this one, whichever is more (memory/db/capacity.py)."""
     if database.dialect != "postgresql":
         return
+    if database.target.pgbouncer:  # PgBouncer's own pool is what reaches the server
+        log.info("storage: behind PgBouncer; its pool size bounds the server connections")
+        return
     budget = ConnectionBudget(
         replicas=settings.storage.replicas,
         pool_size=settings.storage.pool_size,
-        lock_pool_size=settings.bot.max_in_flight,
     )
     limit = await server_limit(database)
     others = await other_replicas(database)

@@ -9,9 +9,10 @@ leaves a `claimed` run that recovery sends (late). The one-write window: a crash
 the platform took the send and before the mark commits repeats it, so every send carries
 `occurrence_id` for the receiver to drop the repeat.
 
-While an occurrence is being sent its sender holds a lock on it (a PostgreSQL advisory
-lock, or in-process on SQLite, where one process owns the database), so recovery on
-another replica only takes runs whose sender is gone.
+While an occurrence is being sent its sender holds a lock on it (a lease row on
+PostgreSQL, freed at once when its replica is gone; in-process on SQLite, where one
+process owns the database), so recovery on another replica only takes runs whose sender
+is gone.
 
 An occurrence sent late (the daemon was down) says when it was due; one older than
 `catch_up_s` is recorded `missed` instead. A repeating reminder catches up at most its

@@ -207,7 +207,7 @@ class MessageProcessor:
         is room (here or on another replica). Never half-accepted."""
         if not self._outbox.pushes(message.platform):
             raise Overloaded
-        entry = await self._store.intake.accept(intake_draft(message))
+        entry = await self._store.intake.accept(intake_draft(message), queued=False)
         if entry is None:
             return await self._duplicate(message)
         log.warning(
@@ -246,9 +246,9 @@ class MessageProcessor:
         entry = group[0]
         if self._closing or self.is_busy(entry.chat_key):
             return False
-        # The place (and a slot of max_in_flight) first, the chat lock's connection second,
-        # like every turn: a sweep holding lock connections while it waits for slots held
-        # by turns waiting for lock connections would deadlock under overload.
+        # The place (and a slot of max_in_flight) first, the chat's lease second, like
+        # every turn: a sweep holding leases while it waits for slots held by turns
+        # waiting for those leases would deadlock under overload.
         place = self._serial.reserve(entry.chat_key, person_key(entry.platform, entry.sender_id))
         async with self._tasks.track(), place:
             async with self._store.try_chat_lock(entry.platform, entry.chat_id) as free:

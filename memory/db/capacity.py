@@ -1,9 +1,11 @@
 """Will this many daemons fit the PostgreSQL server's connection limit?
 
-Why: each daemon opens up to `pool_size` connections for reads and writes plus one per
-chat in flight for its chat lock. A server short of connections refuses them at random
-points of random turns, leaving messages half-done; checking at start turns that into
-one line and exit status 2 before anything is accepted.
+Why: each daemon opens up to `pool_size` connections, however many turns it has in
+flight (a turn holds one only for each short transaction; chat order is a lease row,
+memory/leases/store.py). Replicas whose pools together exceed the server's
+max_connections get connections refused at random points of random turns, and messages
+are left half-done: accepted but never answered, or answered and sent again. Checking at
+start turns that into one line and exit status 2 before anything is accepted.
 
 The check does not trust `[storage] replicas` alone: each daemon names its sessions
 `chatterd/<schema>/<replica>` (memory/db/migrate.py), so a starting replica counts the
@@ -30,12 +32,11 @@ class ConnectionBudget:
     """What the replicas will open at most, per the configuration."""
 
     replicas: int
-    pool_size: int  # [storage] pool_size: reads and writes
-    lock_pool_size: int  # [bot] max_in_flight: one chat lock each
+    pool_size: int  # [storage] pool_size: every connection a replica opens
 
     @property
     def per_replica(self) -> int:
-        return self.pool_size + self.lock_pool_size
+        return self.pool_size
 
     @property
     def total(self) -> int:
@@ -78,9 +79,20 @@ _LIVE = text(
 )
 
 
+_BEATING = text(
+    "SELECT substr(name, length('replica:') + 1) FROM leases "
+    "WHERE name LIKE 'replica:%' AND lease_until > now()"
+)
+
+
 async def live_replicas(database: Database) -> frozenset[str]:
     """The replica ids of the daemons that have a session on this database now (this one's
-    too): a claim held by any other replica is a dead process's."""
+    too): a claim held by any other replica is a dead process's. Behind PgBouncer the
+    server's sessions do not say whose they are: there a replica lives while it keeps
+    its `replica:` lease renewed (memory/leases/store.py)."""
+    if database.target.pgbouncer:
+        beating = await database.read(lambda conn: conn.execute(_BEATING).scalars().all())
+        return frozenset({*map(str, beating), *([database.replica] if database.replica else [])})
     head = application_name(database.target, "-")[:-1]  # "chatterd/<schema>/"
     prefix = head.replace("%", r"\%").replace("_", r"\_") + "%"
     query = _LIVE.bindparams(prefix=prefix)
@@ -96,14 +108,13 @@ def budget_problem(budget: ConnectionBudget, limit: ServerLimit, others: int = 0
     replicas already running, which may be more than `[storage] replicas` says."""
     seen = others + 1
     if seen > budget.replicas:
-        budget = ConnectionBudget(seen, budget.pool_size, budget.lock_pool_size)
+        budget = ConnectionBudget(seen, budget.pool_size)
     if budget.total <= limit.usable:
         return None
     running = f" ({others} other replica(s) already use this database)" if others else ""
     return (
         f"storage: {budget.replicas} replica(s){running} x {budget.per_replica} connections "
-        f"([storage] pool_size {budget.pool_size} + [bot] max_in_flight "
-        f"{budget.lock_pool_size}) = {budget.total} do not fit PostgreSQL max_connections "
+        f"([storage] pool_size) = {budget.total} do not fit PostgreSQL max_connections "
         f"{limit.max_connections} ({limit.usable} after {limit.reserved} reserved); lower "
-        f"[bot] max_in_flight or [storage] pool_size, or raise max_connections"
+        f"[storage] pool_size, or raise max_connections"
     )

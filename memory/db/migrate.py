@@ -15,9 +15,9 @@ import logging
 import os
 import re
 import sys
-from collections.abc import AsyncIterator, Callable
+import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -41,8 +41,10 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 SQLITE_READ_THREADS = 4
 # sqlite:// and sqlite+aiosqlite:// (the older spelling) both mean a file run on sqlite3.
 ACCEPTED_DRIVERS = frozenset({"sqlite", "sqlite+aiosqlite", "postgresql+asyncpg"})
-# URL query option chatterd reads itself: the PostgreSQL schema to work in.
+# URL query options chatterd reads itself: the PostgreSQL schema to work in, and whether
+# the URL names PgBouncer in transaction pooling mode (see _postgres_engine).
 SEARCH_PATH_OPTION = "search_path"
+PGBOUNCER_OPTION = "pgbouncer"
 # How each SQLite engine runs its transactions (see _sqlite_engine).
 SqliteRole = Literal["migrate", "write", "read"]
 
@@ -53,6 +55,7 @@ class Target:
 
     url: URL
     search_path: str | None
+    pgbouncer: bool = False
 
     @property
     def is_sqlite(self) -> bool:
@@ -80,6 +83,16 @@ def parse_url(url: str) -> Target:
         if backend != "postgresql":
             raise ValueError(f"storage url: {SEARCH_PATH_OPTION} is for PostgreSQL only")
         parsed = parsed.difference_update_query([SEARCH_PATH_OPTION])
+    pgbouncer = parsed.query.get(PGBOUNCER_OPTION)
+    if pgbouncer is not None:
+        if backend != "postgresql" or pgbouncer not in ("true", "false"):
+            raise ValueError(f"storage url: {PGBOUNCER_OPTION} is true or false, PostgreSQL only")
+        if pgbouncer == "true" and search_path is not None:
+            raise ValueError(
+                f"storage url: PgBouncer does not pass {SEARCH_PATH_OPTION} on; set the "
+                "schema on its side (connect_query, or the role's search_path)"
+            )
+        parsed = parsed.difference_update_query([PGBOUNCER_OPTION])
     if backend == "sqlite":
         database = parsed.database or ""
         if not database or ":memory:" in database or parsed.query.get("mode") == "memory":
@@ -88,7 +101,7 @@ def parse_url(url: str) -> Target:
                 "connections; give a file path such as sqlite:///data/chatterd.sqlite"
             )
         parsed = parsed.set(drivername="sqlite")  # run on sqlite3 whichever form was given
-    return Target(parsed, search_path)
+    return Target(parsed, search_path, pgbouncer == "true")
 
 
 def _sqlite_engine(target: Target, role: SqliteRole, pool_size: int) -> Engine:
@@ -143,6 +156,10 @@ def application_name(target: Target, replica: str | None = None) -> str:
     return f"{base[:50]}/{replica}" if replica else base[:63]
 
 
+def _unique_statement_name() -> str:
+    return f"__chatterd_{uuid.uuid4().hex}__"
+
+
 def _postgres_engine(
     target: Target, pool_size: int, max_overflow: int, replica: str | None = None, **options: Any
 ) -> AsyncEngine:
@@ -150,6 +167,13 @@ def _postgres_engine(
     if target.search_path:
         settings["search_path"] = target.search_path
     connect_args: dict[str, Any] = {"server_settings": settings}
+    if target.pgbouncer:
+        # A transaction may run on any server connection: no statement prepared on one
+        # is reused (both caches off), and the few asyncpg must prepare get names no
+        # other client's connection can already hold.
+        connect_args["statement_cache_size"] = 0
+        connect_args["prepared_statement_cache_size"] = 0
+        connect_args["prepared_statement_name_func"] = _unique_statement_name
     return create_async_engine(
         target.url,
         connect_args=connect_args,
@@ -163,15 +187,16 @@ def _postgres_engine(
 class Database:
     """Runs `fn(connection)` in a transaction on SQLite or PostgreSQL, never blocking the loop.
 
-    `lock_pool_size` > 0 (PostgreSQL only) keeps that many connections for advisory locks.
+    Nothing outlives a transaction on a connection (no session locks, no session
+    settings beyond the ones given at connect), so PgBouncer's transaction mode can
+    carry it; what must outlast a transaction is a row (memory/leases/store.py).
     """
 
     def __init__(
         self,
         target: Target,
         *,
-        pool_size: int = 20,
-        lock_pool_size: int = 0,
+        pool_size: int = 15,
         replica: str | None = None,
     ) -> None:
         """`replica`: a daemon's own name among the replicas sharing the database."""
@@ -179,7 +204,6 @@ class Database:
         self.replica = replica
         self.dialect = "sqlite" if target.is_sqlite else "postgresql"
         self._closed = False
-        self._locker: AsyncEngine | None = None
         if target.is_sqlite:
             self._writer = _sqlite_engine(target, "write", 1)
             self._reader = _sqlite_engine(target, "read", SQLITE_READ_THREADS)
@@ -191,16 +215,6 @@ class Database:
         # No overflow: the pool is exactly what the connection budget counted (capacity.py).
         self._engine = _postgres_engine(target, pool_size, max_overflow=0, replica=replica)
         self._autocommit = self._engine.execution_options(isolation_level="AUTOCOMMIT")
-        if lock_pool_size > 0:
-            # Locks wait as long as a turn may take; the pool bounds connections held.
-            self._locker = _postgres_engine(
-                target,
-                lock_pool_size,
-                0,
-                replica=replica,
-                isolation_level="AUTOCOMMIT",
-                pool_timeout=300,
-            )
 
     @staticmethod
     def _in_transaction(engine: Engine, fn: Callable[[Connection], T]) -> T:
@@ -225,6 +239,11 @@ class Database:
         if self.target.is_sqlite:
             job = partial(self._autocommit_sqlite, self._reader, fn)
             return await asyncio.get_running_loop().run_in_executor(self._read_threads, job)
+        if self.target.pgbouncer:
+            # asyncpg prepares, then executes: outside a transaction PgBouncer may send
+            # the two to different server connections, so a read is a transaction too.
+            async with self._engine.begin() as conn:
+                return await conn.run_sync(fn)
         async with self._autocommit.connect() as conn:
             return await conn.run_sync(fn)
 
@@ -239,44 +258,6 @@ class Database:
         finally:
             engine.dispose()
 
-    @asynccontextmanager
-    async def advisory_lock(self, key: int, *, wait: bool = True) -> AsyncIterator[bool]:
-        """Hold PostgreSQL session advisory lock `key` on a dedicated connection.
-
-        Yields True while held; with `wait=False` yields False at once (holding nothing)
-        when another session has it. No transaction stays open while the block runs. If
-        anything goes wrong the connection is discarded, which ends the server session
-        and so frees the lock.
-        """
-        if self._locker is None:
-            raise RuntimeError("advisory locks need PostgreSQL and lock_pool_size > 0")
-        conn = await self._locker.connect()
-        try:
-            if wait:
-                await conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
-                held = True
-            else:
-                result = await conn.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": key})
-                held = bool(result.scalar_one())
-        except BaseException:
-            await conn.invalidate()
-            await conn.close()
-            raise
-        if not held:
-            await conn.close()
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            try:
-                await conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
-            except Exception as exc:  # the session is gone (cut, server restart): so is the lock
-                log.warning("advisory lock session lost before unlock: %s", type(exc).__name__)
-                await conn.invalidate()
-            finally:
-                await conn.close()
-
     async def close(self) -> None:
         if self._closed:
             return
@@ -289,8 +270,6 @@ class Database:
             self._read_threads.shutdown(wait=False)
             return
         await self._engine.dispose()
-        if self._locker is not None:
-            await self._locker.dispose()
 
 
 # Alembic (and Mako under it) stays resident for as long as the daemon runs, yet a

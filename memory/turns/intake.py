@@ -14,11 +14,12 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, String, Update, bindparam, func, select, update
+from sqlalchemy import Connection, String, Update, bindparam, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from memory.db.migrate import Database
 from memory.db.rows import check_key, clean_text, utc, utcnow
+from memory.leases.store import LeaseStore
 from memory.turns.models import OPEN_STATES, IntakeRow
 from memory.turns.types import IntakeDraft, IntakeEntry, IntakeStats, TurnState
 
@@ -91,8 +92,11 @@ def settle_in(
 class IntakeStore:
     """The intake table over a `Database`; each method is one transaction or one read."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, leases: LeaseStore | None = None) -> None:
+        """`leases` judges whether a row's owner is alive (recovery leaves its rows)."""
         self._db = database
+        self._owner = database.replica
+        self._leases = leases
         insert = sqlite.insert if database.dialect == "sqlite" else postgresql.insert
         self._accept = (
             insert(IntakeRow)
@@ -101,8 +105,10 @@ class IntakeStore:
         )
         self._moves: dict[tuple[int, bool], Update] = {}
 
-    async def accept(self, draft: IntakeDraft) -> IntakeEntry | None:
+    async def accept(self, draft: IntakeDraft, *, queued: bool = True) -> IntakeEntry | None:
         """Store a triggered message as `pending`; None when its message id was seen.
+        `queued`: this process answers it (the row names this replica as its owner);
+        False leaves it to whichever replica's recovery has room first.
 
         One INSERT returning only the id: it is on every message's path.
         """
@@ -129,6 +135,7 @@ class IntakeStore:
             updated_at=now,
         )
         values = {field: getattr(entry, field) for field in _FIELDS}
+        values["owner"] = self._owner if queued else None
         found = await self._db.write(lambda conn: conn.execute(self._accept, values).first())
         return replace(entry, id=int(found[0])) if found is not None else None
 
@@ -196,14 +203,20 @@ class IntakeStore:
         return bool(done == 1)
 
     async def open_entries(self, limit: int = 100) -> list[IntakeEntry]:
-        """Pending and answered rows, oldest first (what recovery has to finish)."""
+        """Pending and answered rows, oldest first (what recovery has to finish): on
+        PostgreSQL only this replica's, nobody's, and those of replicas that are gone."""
         query = (
             select(*_COLUMNS)
             .where(IntakeRow.state.in_(OPEN_STATES))
             .order_by(IntakeRow.id)
             .limit(limit)
         )
-        rows = await self._db.read(lambda conn: conn.execute(query).all())
+        params: dict[str, object] = {}
+        if self._leases is not None and self._leases.enabled:
+            dead, params = self._leases.dead_sql("intake.owner")
+            mine = IntakeRow.owner == self._owner if self._owner else IntakeRow.owner.is_(None)
+            query = query.where(or_(IntakeRow.owner.is_(None), mine, dead))
+        rows = await self._db.read(lambda conn: conn.execute(query, params).all())
         return [_entry(row) for row in rows]
 
     async def expire(self, received_before: datetime) -> int:

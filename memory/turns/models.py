@@ -94,3 +94,6 @@ class IntakeRow(ChatAddress, BigIdKey, Base):
     delivery: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # The replica that accepted the message (PostgreSQL daemons): while it lives, only it
+    # answers the row, so another replica's recovery never starts a message queued there.
+    owner: Mapped[str | None] = mapped_column(String(64))

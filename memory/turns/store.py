@@ -10,10 +10,9 @@ transaction run by `Database` (memory/db/migrate.py).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, nullcontext
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any, get_args
 
@@ -27,6 +26,7 @@ from memory.chats.types import ChatKey
 from memory.db.migrate import Database, head_revision, parse_url, revision_of, upgrade_connection
 from memory.db.rows import ID_LEN, NAME_LEN, check_key, clean_text, utc
 from memory.jobs.store import JobStore
+from memory.leases.store import LeaseStore
 from memory.memories.store import MemoryRows
 from memory.memories.types import MemoryItem, NewMemory
 from memory.moderation.store import SqlModerationStore
@@ -42,18 +42,16 @@ log = logging.getLogger(__name__)
 
 __all__ = ["SqlStorage", "open_storage"]
 
-LOCK_POOL_SIZE = 20
-POOL_SIZE = 20
+POOL_SIZE = 15
 
 
 class _Duplicate(Exception):
     """Raised inside a write to roll it back when the row was stored before."""
 
 
-def _lock_key(platform: str, chat_id: str) -> int:
-    """A stable signed 64-bit advisory-lock key for one chat (same on every replica)."""
-    digest = hashlib.blake2b(f"chat\x00{platform}\x00{chat_id}".encode(), digest_size=8)
-    return int.from_bytes(digest.digest(), "big", signed=True)
+def chat_lease_name(platform: str, chat_id: str) -> str:
+    """The lease that orders one chat's turns (the same on every replica)."""
+    return f"chat:{platform}:{chat_id}"
 
 
 class SqlStorage:
@@ -61,7 +59,8 @@ class SqlStorage:
 
     def __init__(self, database: Database, *, cache_size: int = CACHE_SIZE) -> None:
         self._db = database
-        self.intake = IntakeStore(database)
+        self.leases = LeaseStore(database)  # chat order, reminder sends across replicas
+        self.intake = IntakeStore(database, self.leases)
         self.chat_settings = ChatSettingsStore(database)  # /bot on|off|allow|persona|wake
         self.usage = UsageStore(database)  # token counters: /usage, quotas, the console
         self.tool_calls = ToolCallStore(database)  # MCP tool calls: usage, the console
@@ -98,6 +97,7 @@ class SqlStorage:
         return self._db
 
     async def close(self) -> None:
+        await self.leases.close()
         await self._db.close()
 
     async def _find_chat(self, key: ChatKey) -> int | None:
@@ -279,19 +279,16 @@ class SqlStorage:
         return await self._db.write(write)
 
     def chat_lock(self, platform: str, chat_id: str) -> AbstractAsyncContextManager[object]:
-        """Serialise one chat across replicas (PostgreSQL advisory lock; no-op on SQLite)."""
-        if self._db.dialect == "sqlite":
-            return nullcontext()
-        return self._db.advisory_lock(_lock_key(platform, chat_id))
+        """Serialise one chat across replicas (a lease row on PostgreSQL, waited for;
+        no-op on SQLite). No connection is held while the block runs."""
+        return self.leases.hold(chat_lease_name(platform, chat_id))
 
     def try_chat_lock(self, platform: str, chat_id: str) -> AbstractAsyncContextManager[bool]:
-        """The chat lock if free right now (True), else False at once, never waiting.
+        """The chat's lease if free right now (True), else False at once, never waiting.
 
         Recovery uses it so a live replica's turn in flight is never taken over.
         """
-        if self._db.dialect == "sqlite":
-            return nullcontext(True)
-        return self._db.advisory_lock(_lock_key(platform, chat_id), wait=False)
+        return self.leases.hold(chat_lease_name(platform, chat_id), wait=False)
 
     # -- MemoryStore: memory.memories.store.MemoryRows ----------------------------------------
 
@@ -333,21 +330,18 @@ async def open_storage(
     url: str,
     *,
     migrate: bool = True,
-    lock_pool_size: int = LOCK_POOL_SIZE,
     pool_size: int = POOL_SIZE,
     before_migrate: Callable[[Database], Awaitable[None]] | None = None,
     replica: str | None = None,
 ) -> SqlStorage:
     """Open (and by default migrate) the database at `url`.
 
-    `lock_pool_size` bounds the PostgreSQL connections chat_lock holds at once; keep the
-    daemon's number of chats in flight at or below it; `pool_size` bounds the others.
+    `pool_size` bounds the PostgreSQL connections: a turn holds one only for the
+    length of each of its transactions, so it need not grow with the turns in flight.
     `before_migrate(database)` runs first (the daemon checks the connection budget);
     `replica` names a daemon among the others sharing a PostgreSQL database.
     """
-    database = Database(
-        parse_url(url), pool_size=pool_size, lock_pool_size=lock_pool_size, replica=replica
-    )
+    database = Database(parse_url(url), pool_size=pool_size, replica=replica)
     try:
         if before_migrate is not None:
             await before_migrate(database)
@@ -364,7 +358,10 @@ async def open_storage(
         await database.close()
         raise
     log.info("storage open (%s)", database.dialect)
-    return SqlStorage(database)
+    storage = SqlStorage(database)
+    if replica is not None:
+        storage.leases.start()
+    return storage
 
 
 ROLES = frozenset(get_args(Role))

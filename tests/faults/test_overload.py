@@ -66,7 +66,7 @@ async def test_replicas_that_cannot_fit_the_server_refuse_to_start(
         storage_url=database_url,
         model_url=model.base_url,
         http_port=free_port(),
-        extra={"CHATTERD_STORAGE__REPLICAS": "2"},  # 2 x (20 + 64) against max_connections
+        extra={"CHATTERD_STORAGE__REPLICAS": "7"},  # 7 x 15 against max_connections 100
     )
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -82,8 +82,8 @@ async def test_replicas_that_cannot_fit_the_server_refuse_to_start(
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 2, err.decode()
     last = err.decode().strip().splitlines()[-1]
-    assert last.startswith("chatterd: storage: 2 replica(s) x 84 connections"), last
-    assert "max_connections" in last and "[bot] max_in_flight" in last
+    assert last.startswith("chatterd: storage: 7 replica(s) x 15 connections"), last
+    assert "max_connections" in last and "[storage] pool_size" in last
     assert "Traceback" not in err.decode()
 
 
@@ -96,8 +96,7 @@ async def test_a_second_replica_that_forgot_the_replicas_setting_refuses_to_star
     _postgres_only(database_url)
     usable = await _usable_connections(database_url)
     # One replica takes a little over half of what the server allows.
-    sizing = {"CHATTERD_STORAGE__POOL_SIZE": "4",
-              "CHATTERD_BOT__MAX_IN_FLIGHT": str(usable // 2 + 2 - 4)}  # fmt: skip
+    sizing = {"CHATTERD_STORAGE__POOL_SIZE": str(usable // 2 + 2)}
     first_env = daemon_env(
         tmp_path, storage_url=database_url, model_url=model.base_url,
         http_port=free_port(), extra=sizing,

@@ -10,7 +10,7 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection, inspect, text
+from sqlalchemy import Connection, inspect
 from sqlalchemy.exc import StatementError
 
 from memory.db.migrate import (
@@ -382,19 +382,28 @@ async def test_chat_lock_is_a_noop_on_sqlite(storage: SqlStorage) -> None:
 
 
 async def _until_a_lock_waits(storage: SqlStorage) -> None:
-    """Poll pg_locks (deadline 10 s) until some advisory lock request is blocked."""
-    query = text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
-    database = storage._db  # noqa: SLF001 (the test looks at the server's lock table)
-    async with asyncio.timeout(10):
-        for _ in range(100_000):
-            if await database.read(lambda conn: conn.execute(query).scalar_one()):
-                return
-            await asyncio.sleep(0.01)
+    """Wait (deadline 10 s) until some task has asked for a chat's lease and been refused:
+    it is then polling for it."""
+    refused = asyncio.Event()
+    take = storage.leases.take
+
+    async def watched(name: str) -> bool:
+        got = await take(name)
+        if not got:
+            refused.set()
+        return got
+
+    storage.leases.take = watched  # type: ignore[method-assign]
+    try:
+        async with asyncio.timeout(10):
+            await refused.wait()
+    finally:
+        storage.leases.take = take  # type: ignore[method-assign]
 
 
 async def test_chat_lock_serialises_one_chat_on_postgres(storage: SqlStorage) -> None:
     if storage.dialect != "postgresql":
-        pytest.skip("advisory locks are PostgreSQL only")
+        pytest.skip("chat leases are PostgreSQL only")
     order: list[str] = []
     a_inside, release_a = asyncio.Event(), asyncio.Event()
 
@@ -412,7 +421,7 @@ async def test_chat_lock_serialises_one_chat_on_postgres(storage: SqlStorage) ->
 
     tasks = [asyncio.create_task(first()), asyncio.create_task(second())]
     await a_inside.wait()
-    await _until_a_lock_waits(storage)  # the second task is now blocked in PostgreSQL
+    await _until_a_lock_waits(storage)  # the second task now waits for the lease
     # Another chat is not held up meanwhile.
     async with asyncio.timeout(10), storage.chat_lock("telegram", "c2"):
         order.append("other-chat")
@@ -425,7 +434,7 @@ async def test_chat_lock_serialises_one_chat_on_postgres(storage: SqlStorage) ->
 
 async def test_chat_lock_is_released_when_the_block_fails(storage: SqlStorage) -> None:
     if storage.dialect != "postgresql":
-        pytest.skip("advisory locks are PostgreSQL only")
+        pytest.skip("chat leases are PostgreSQL only")
     with pytest.raises(KeyError):
         async with storage.chat_lock("qq", "g1"):
             raise KeyError("boom")
@@ -440,7 +449,7 @@ async def _enter_and_leave(storage: SqlStorage, chat_id: str) -> None:
 
 async def test_cancelled_lock_wait_does_not_leak_the_lock(storage: SqlStorage) -> None:
     if storage.dialect != "postgresql":
-        pytest.skip("advisory locks are PostgreSQL only")
+        pytest.skip("chat leases are PostgreSQL only")
     holding, release = asyncio.Event(), asyncio.Event()
 
     async def holder() -> None:
