@@ -24,6 +24,11 @@ from core.messages import Attachment, InboundMessage
 from core.usage.meter import UsageSubject
 
 log = logging.getLogger(__name__)
+# The chat document child's own limits, below the sandbox's (the knowledge base reads whole
+# PDFs of up to 2,000 pages with those): room for pypdf on a 10 MB PDF read a few pages at
+# a time, or the DOCX stream reader, with Python and lxml, on a busy machine.
+DOCUMENT_CPU_S = 8
+DOCUMENT_MEMORY_MB = 384
 # Called with each document fetched for a message and its bytes (the sandbox's in/).
 KeepDocument = Callable[[InboundMessage, Attachment, bytes], Awaitable[None]]
 
@@ -192,8 +197,7 @@ class SharedReader:
             head += f", {doc.pages} page{'s' if doc.pages != 1 else ''}"
         text = neutralise(doc.text, self._defuse)
         if doc.cut:
-            shown = f"first {doc.pages_read} pages, " if doc.pages_read and doc.pages else ""
-            text += f" …(cut: {shown}at most {limits.max_chars} characters read)"
+            text += " " + partly_note(doc, limits.max_chars)
         return f"{head} — {text}", f"{head} — sent and read on that turn; its text is not kept"
 
     async def _parse(
@@ -209,7 +213,13 @@ class SharedReader:
         }
         reply = 8 * limits.max_chars + 64 * 1024  # UTF-8 and JSON escapes around the text
         result = await self._sandbox.run(
-            "document", args, data, max_reply=reply, timeout_s=limits.timeout_s
+            "document",
+            args,
+            data,
+            max_reply=reply,
+            timeout_s=limits.timeout_s,
+            cpu_s=DOCUMENT_CPU_S,
+            memory_mb=DOCUMENT_MEMORY_MB,
         )
         try:
             doc = DocumentText(**result)
@@ -218,6 +228,19 @@ class SharedReader:
         if not isinstance(doc.text, str) or len(doc.text) > limits.max_chars:
             raise ParseFailed("the reader failed on it")
         return doc
+
+
+def partly_note(doc: DocumentText, max_chars: int) -> str:
+    """What the model is told about a document read only in part: which pages, how many
+    characters, and that the rest was not read (so it does not answer as if it had)."""
+    if doc.pages and doc.pages_read:
+        span = f"page 1 of {doc.pages}" if doc.pages_read == 1 else f"pages 1-{doc.pages_read}"
+        if doc.pages_read > 1:
+            span += f" of {doc.pages}"
+        return (
+            f"…(read only in part: {span}, at most {max_chars} characters; the rest was not read)"
+        )
+    return f"…(read only in part: its first {max_chars} characters; the rest was not read)"
 
 
 def _mb(size: int) -> str:

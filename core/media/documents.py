@@ -12,13 +12,8 @@ from __future__ import annotations
 
 import io
 import json
-import zipfile
 from dataclasses import dataclass
 
-MAX_UNZIPPED = 64 * 1024 * 1024  # all entries of a DOCX together, unpacked
-MAX_ZIP_ENTRIES = 2000
-MAX_ZIP_RATIO = 200  # one entry may claim at most this many times its packed size
-ZIP_STEP = 256 * 1024  # inflated per read: the most one step of a ZIP entry allocates
 TEXT_NAMES = (".txt", ".md", ".markdown", ".csv", ".tsv", ".json", ".log", ".text")
 TEXT_TYPES = ("text/", "application/json", "application/csv")
 DOCX_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
@@ -135,83 +130,18 @@ def pdf_pages(data: bytes, max_pages: int) -> list[Page]:
     return [p for p in pages if p.text.strip()]
 
 
-def _unzip(data: bytes) -> dict[str, bytes]:
-    """Every entry of the archive, inflated in small steps with a count of the bytes that
-    really came out: the sizes written in the headers are the sender's claim, and
-    zipfile's one-shot read() inflates a whole entry at once before cutting it to the
-    claimed size (a 1 MB entry that says "1 kB" still allocates 1 GB). The headers are
-    checked first only because it is cheap; the counter is the guard."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            infos = archive.infolist()
-            if len(infos) > MAX_ZIP_ENTRIES:
-                raise BadDocument("it has too many parts")
-            claimed = 0
-            for info in infos:
-                claimed += info.file_size
-                if info.file_size > MAX_ZIP_RATIO * max(info.compress_size, 1024):
-                    raise BadDocument("it unpacks to far more than its size (a ZIP bomb?)")
-            if claimed > MAX_UNZIPPED:
-                raise BadDocument("it unpacks to more than the allowed size")
-            room = MAX_UNZIPPED
-            parts: dict[str, bytes] = {}
-            for info in infos:
-                if info.is_dir():
-                    continue
-                parts[info.filename] = _inflate(archive, info, room)
-                room -= len(parts[info.filename])
-            return parts
-    except BadDocument:
-        raise
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError):
-        raise BadDocument("it is not a readable DOCX") from None
-    except NotImplementedError:  # a compression method zipfile lacks
-        raise BadDocument("it is not a readable DOCX") from None
-
-
-def _inflate(archive: zipfile.ZipFile, info: zipfile.ZipInfo, room: int) -> bytes:
-    """One entry, at most `room` bytes, read in ZIP_STEP steps (zipfile checks the CRC)."""
-    out = bytearray()
-    with archive.open(info) as entry:
-        while chunk := entry.read(ZIP_STEP):
-            out += chunk
-            if len(out) > room:
-                raise BadDocument("it unpacks to more than the allowed size")
-    return bytes(out)
-
-
-def _stored(parts: dict[str, bytes]) -> io.BytesIO:
-    """The checked entries as an uncompressed ZIP: what python-docx opens, so nothing it
-    reads can inflate beyond what was counted."""
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as archive:
-        for name, body in parts.items():
-            archive.writestr(name, body)
-    out.seek(0)
-    return out
-
-
 def _docx(data: bytes, max_chars: int) -> DocumentText:
-    parts = _unzip(data)
-    import docx  # lazy: python-docx, loaded on the first DOCX
+    from core.media.docx_text import DocxRefused, docx_text
 
     try:
-        document = docx.Document(_stored(parts))
-        del parts
-        texts = [p.text for p in document.paragraphs]
-        for table in document.tables:
-            for row in table.rows:
-                texts.append(" | ".join(cell.text.strip() for cell in row.cells))
-    except BadDocument:
-        raise
+        read = docx_text(data, max_chars)
+    except DocxRefused as exc:
+        raise BadDocument(str(exc)) from None
     except MemoryError:
         raise BadDocument("it needs more memory to read than allowed") from None
-    except Exception:  # python-docx raises many kinds (KeyError, lxml errors) on bad files
-        raise BadDocument("it is not a readable DOCX") from None
-    text, cut = _cap(texts, max_chars)
-    if not text.strip():
+    if not read.text.strip():
         raise BadDocument("it has no text")
-    return DocumentText("docx", text, cut=cut)
+    return DocumentText("docx", read.text, cut=read.cut)
 
 
 def _text(data: bytes, name: str, max_chars: int) -> DocumentText:

@@ -113,7 +113,7 @@ def make_spinning_pdf(stream_mb: float = 2.0, pages: int = 50) -> bytes:
 
 def _pdf_file(objects: list[bytes]) -> bytes:
     """Numbered objects (1..n, the first the catalog), an xref table and the trailer."""
-    out = b"%PDF-1.4\n"
+    out = bytearray(b"%PDF-1.4\n")  # grown in place: a long PDF has thousands of objects
     offsets = []
     for number, body in enumerate(objects, start=1):
         offsets.append(len(out))
@@ -125,7 +125,7 @@ def _pdf_file(objects: list[bytes]) -> bytes:
     out += (
         f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
     )
-    return out
+    return bytes(out)
 
 
 def tone_pcm(seconds: float = 1.0, rate: int = 24_000) -> bytes:
@@ -198,3 +198,47 @@ def make_png(width: int = 8, height: int = 8) -> bytes:
         + chunk(b"IDAT", zlib.compress(rows, 9))
         + chunk(b"IEND", b"")
     )
+
+
+def make_long_pdf(pages: int, chars_per_page: int = 3000) -> bytes:
+    """A PDF of `pages` pages, each with `chars_per_page` characters of text in 60-character
+    lines (uncompressed: a 3,000-page PDF of 3,000 characters a page is about 11 MB)."""
+    line = "The quick brown fox jumps over the lazy dog, page {:>6}.   "
+    objects: list[bytes] = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"",  # the page tree, once the kids are numbered
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    for number in range(1, pages + 1):
+        text = line.format(number)
+        rows = [f"({text}) Tj T*" for _ in range(max(1, chars_per_page // len(text)))]
+        content = ("BT /F1 9 Tf 11 TL 36 760 Td " + " ".join(rows) + " ET").encode("latin-1")
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+            b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % (len(objects) + 2)
+        )
+        objects.append(b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream")
+    kids = b" ".join(b"%d 0 R" % (4 + 2 * i) for i in range(pages))
+    objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, pages)
+    return _pdf_file(objects)
+
+
+def make_long_docx(paragraphs: int, chars_per_paragraph: int = 300) -> bytes:
+    """A real DOCX (python-docx's template) whose body holds `paragraphs` paragraphs of
+    text, written as XML directly: python-docx takes minutes to add 100,000 paragraphs."""
+    with zipfile.ZipFile(io.BytesIO(make_docx(["x"]))) as real:
+        entries = [(i.filename, real.read(i)) for i in real.infolist()]
+    word = "lorem ipsum dolor sit amet "
+    text = (word * (chars_per_paragraph // len(word) + 1))[:chars_per_paragraph]
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, body in entries:
+            if name == "word/document.xml":
+                head, rest = body.split(b"<w:body>", 1)  # the template's "x" and table stay last
+                paras = b"".join(
+                    b"<w:p><w:r><w:t>%d %s</w:t></w:r></w:p>" % (n, text.encode())
+                    for n in range(paragraphs)
+                )
+                body = head + b"<w:body>" + paras + rest
+            archive.writestr(name, body)
+    return out.getvalue()
