@@ -117,8 +117,16 @@ class SharedReader:
             tokens = self._count(note)
             room = self._max_tokens - used
             if tokens > room:
-                keep = max(0, int(len(note) * room / max(tokens, 1)) - 60)
-                note = note[: max(keep, 80)].rstrip(")") + " …(cut to fit the context window))"
+                # A note saying the document was read only in part must survive the cut:
+                # the model would otherwise answer as if it had read the whole of it.
+                body, found, part = note.rpartition(" …(read only in part: ")
+                if not found:
+                    body = note
+                said = f"; read only in part: {part.rstrip(')')}" if found else ""
+                keep = max(0, int(len(body) * room / max(tokens, 1)) - 60 - len(said))
+                note = (
+                    body[: max(keep, 80)].rstrip(")") + f" …(cut to fit the context window{said}))"
+                )
                 tokens = self._count(note)
             fitted.append(note)
             used += tokens

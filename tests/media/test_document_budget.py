@@ -43,6 +43,21 @@ async def test_a_3000_page_pdf_is_read_in_part_and_the_note_says_so() -> None:
     assert "sent and read on that turn" in " ".join(notes.short)
 
 
+async def test_a_note_cut_to_fit_the_window_still_says_the_pdf_was_read_in_part() -> None:
+    """The daemon fits a message's notes to a share of the window: the cut keeps the
+    pages-read line, or the model would answer as if it had read all 3,000 pages."""
+    pdf = make_long_pdf(3000)
+    reader = SharedReader(
+        documents=DocumentLimits(max_bytes=20 * MB),
+        count=lambda text: len(text) // 4,
+        max_tokens=500,
+    )
+    note = (await reader(shared(pdf, "annual.pdf", "application/pdf"))).notes[-1]
+    assert note.endswith(" of 3000, at most 12000 characters; the rest was not read))"), note
+    assert "cut to fit the context window; read only in part: pages 1-" in note
+    assert len(note) // 4 <= 500
+
+
 async def test_a_docx_of_50_mb_of_xml_is_read_in_part_and_the_note_says_so() -> None:
     docx = make_long_docx(150_000)  # 52 MB of XML in a 0.6 MB file
     reader = SharedReader(documents=DocumentLimits())
