@@ -36,7 +36,7 @@ from channels.telegram.callbacks import Presses, keyboard
 from channels.telegram.completion import complete, final_pieces, recorded, target_of
 from channels.telegram.files import TelegramFiles
 from channels.telegram.inbound import PLATFORM, BotIdentity, Skip, normalise, telegram_message_id
-from channels.telegram.members import Members, joined_members
+from channels.telegram.members import Members
 from channels.telegram.outbound import TelegramSender, with_mention
 from channels.telegram.pacing import ChatPacer, is_group
 from channels.telegram.polling import PollMonitor, PollSupervisor
@@ -378,7 +378,7 @@ class TelegramChannel:
             return
         if self._webhook:
             self._monitor.record_ok()
-        for joined in joined_members(update, self._me):
+        for joined in self._members.joins(update, self._me) if self._members else ():
             self._tasks.spawn(self._handle(joined))
         if update.callback_query is not None and self._presses is not None:
             self._tasks.spawn(self._presses.take(update, self._me))

@@ -86,7 +86,7 @@ class MemberModel(ChatModel):
         member: dict[str, Any] = {"status": status, "user": user}
         if status == "administrator":
             member |= {"can_be_edited": False, "is_anonymous": False, "can_manage_chat": True}
-            member |= {k: True for k in _ADMIN_RIGHTS}
+            member |= {k: True for k in ADMIN_RIGHTS}
         elif status == "creator":
             member |= {"is_anonymous": False}
         return api_ok(member)
@@ -136,7 +136,7 @@ class MemberModel(ChatModel):
         return api_ok(shown | {"chat": {"id": chat, "type": "supergroup"}})
 
 
-_ADMIN_RIGHTS = (
+ADMIN_RIGHTS = (
     "can_delete_messages",
     "can_manage_video_chats",
     "can_restrict_members",
