@@ -192,6 +192,13 @@ class OutboundMessage:
     # notice leaves through the one door like every answer):
     unreadable: bool = False  # nothing here the channel can read (a sticker, a poll)
     text_cut_at: int | None = None  # the text was cut to its first N characters
+    # Buttons under the message, each (label, command text): pressing one sends that
+    # command as the person who pressed it. A channel without buttons sends the text
+    # alone, so the text must name the commands too.
+    choices: tuple[tuple[str, str], ...] = ()
+    # The message whose `choices` this answer settles (a proposal decided): a channel
+    # that shows buttons takes them off that message.
+    settles: str | None = None
 
 
 def message_to(
@@ -220,6 +227,9 @@ class Reply:
 
     text: str
     private: bool = False
+    choices: tuple[tuple[str, str], ...] = ()  # see OutboundMessage.choices
+    # The choices on the message the command answered are decided (OutboundMessage.settles).
+    settles: bool = False
 
 
 class TryLater(Exception):

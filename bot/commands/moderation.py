@@ -55,6 +55,14 @@ def penalty_of(words: list[str], allowed: tuple[str, ...]) -> Penalty | str:
     return Penalty("mute", minutes * 60)
 
 
+def choices_for(proposal_id: int) -> tuple[tuple[str, str], ...]:
+    """The proposal's buttons (Telegram): each is the command an admin would type."""
+    return (
+        ("Approve", f"/mod approve {proposal_id}"),
+        ("Decline", f"/mod decline {proposal_id}"),
+    )
+
+
 class ModCommand:
     """The `/mod` handler."""
 
@@ -66,7 +74,8 @@ class ModCommand:
             return Reply("Moderation works in groups: send /mod there.")
         sub = args[0].casefold() if args else ""
         if sub == "report":
-            return Reply(await self._mod.report(message))
+            line, open_id = await self._mod.report(message)
+            return Reply(line, choices=choices_for(open_id) if open_id is not None else ())
         if sub == "rules" and len(args) == 1:
             rules = await self._mod.rules(message.platform, message.chat_id)
             return Reply(f"This group's rules:\n{rules.rules}" if rules.rules else "No rules set.")
@@ -77,9 +86,10 @@ class ModCommand:
         if sub in ("approve", "decline"):
             if len(args) != 2 or not args[1].lstrip("#").isdigit():
                 return Reply(f"Usage: /mod {sub} <id>")
-            return Reply(
-                await self._mod.decide(message, int(args[1].lstrip("#")), sub == "approve")
+            line, decided = await self._mod.decide(
+                message, int(args[1].lstrip("#")), sub == "approve"
             )
+            return Reply(line, settles=decided)
         if sub == "log":
             return Reply(await self._log(message))
         rules = await self._mod.rules(message.platform, message.chat_id)

@@ -94,7 +94,10 @@ def build_application(
 async def start_receiving(app: App, config: TelegramConfig, timings: TelegramTimings) -> None:
     """Start the Updater: long polling, or a webhook server plus setWebhook."""
     assert app.updater is not None
+    # callback_query: presses of our inline buttons (callbacks.py), none where no button
+    # was sent; chat_member: joins, sent only to a group's admin bots (members.py).
     allowed = ["message", "edited_message"] if config.answer_edited else ["message"]
+    allowed += ["callback_query", "chat_member"]
     if config.mode == "webhook":
         secret = (
             config.webhook_secret.get_secret_value()

@@ -32,16 +32,11 @@ from channels.telegram.app import (
     start_receiving,
     stop_updater,
 )
+from channels.telegram.callbacks import Presses, keyboard
 from channels.telegram.completion import complete, final_pieces, recorded, target_of
 from channels.telegram.files import TelegramFiles
-from channels.telegram.inbound import (
-    PLATFORM,
-    BotIdentity,
-    Skip,
-    normalise,
-    telegram_message_id,
-)
-from channels.telegram.members import Members, joined_members
+from channels.telegram.inbound import PLATFORM, BotIdentity, Skip, normalise, telegram_message_id
+from channels.telegram.members import Members
 from channels.telegram.outbound import TelegramSender, with_mention
 from channels.telegram.pacing import ChatPacer, is_group
 from channels.telegram.polling import PollMonitor, PollSupervisor
@@ -123,6 +118,7 @@ class TelegramChannel:
         self._me: BotIdentity | None = None
         self._sender: TelegramSender | None = None
         self._members: Members | None = None
+        self._presses: Presses | None = None
         self._files: TelegramFiles | None = None
         self._commands_set = False
         self._running = False
@@ -156,6 +152,7 @@ class TelegramChannel:
                 delay_s=self._t.ack_delay_s,
             )
         self._members = Members(self._app.bot)
+        self._presses = Presses(self._app.bot, self._sender, self._handle, self._redact)
         self._files = TelegramFiles(
             self._app.bot, max_bytes=self._image_max_bytes, timeout_s=self._t.image_timeout_s
         )
@@ -221,6 +218,8 @@ class TelegramChannel:
         except ValueError:
             raise DeliveryError("telegram: not a chat id", permanent=True) from None
         try:
+            if self._presses is not None and self._presses.answers(message):
+                return await self._presses.answer(message, target)  # a button's press
             attached = await self._sender.send_attached(
                 message, target.chat_id, reply_to=target.reply_to, thread_id=target.thread_id
             )
@@ -235,6 +234,7 @@ class TelegramChannel:
                     message.text,
                     reply_to=target.reply_to,
                     thread_id=target.thread_id,
+                    markup=keyboard(message.choices),
                 )
             else:
                 pieces = final_pieces(message.text)
@@ -378,8 +378,11 @@ class TelegramChannel:
             return
         if self._webhook:
             self._monitor.record_ok()
-        for joined in joined_members(update, self._me):
+        for joined in self._members.joins(update, self._me) if self._members else ():
             self._tasks.spawn(self._handle(joined))
+        if update.callback_query is not None and self._presses is not None:
+            self._tasks.spawn(self._presses.take(update, self._me))
+            return
         result = normalise(
             update,
             self._me,

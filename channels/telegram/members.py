@@ -1,4 +1,5 @@
-"""Group members on Telegram: who joined (`message.new_chat_members`), a member's status
+"""Group members on Telegram: who joined (`message.new_chat_members`, and `chat_member`
+updates where the bot is an admin and so receives them), a member's status
 (getChatMember, cached briefly), and the moderation methods (restrictChatMember,
 deleteMessage, banChatMember), their refusals mapped to core.moderation.platform's words."""
 
@@ -8,7 +9,7 @@ import time
 from datetime import UTC, datetime
 
 from cachetools import TTLCache
-from telegram import Bot, ChatPermissions, Update
+from telegram import Bot, ChatMember, ChatMemberUpdated, ChatPermissions, Update
 from telegram.error import BadRequest, Forbidden, TelegramError
 
 from channels.telegram.inbound import PLATFORM, BotIdentity, telegram_message_id
@@ -17,6 +18,9 @@ from core.messages import ChatType, InboundMessage
 from core.moderation.platform import ActionFailed, NoRights, PlatformAction
 
 ROLE_TTL_S = 60.0  # a promotion in Telegram counts here within a minute
+# One join, two reports (the service message and the chat_member update): the second
+# within this long is the same join and is not welcomed again.
+JOIN_TTL_S = 600.0
 _ROLES = {"creator": "owner", "administrator": "admin"}
 
 
@@ -46,12 +50,53 @@ def joined_members(update: Update, me: BotIdentity) -> list[InboundMessage]:
     return joined
 
 
+def member_joined(update: Update, me: BotIdentity) -> InboundMessage | None:
+    """A `chat_member` update that makes someone (not the bot) a member of a group."""
+    change: ChatMemberUpdated | None = update.chat_member
+    if change is None or change.chat.type not in ("group", "supergroup"):
+        return None
+    who = change.new_chat_member.user
+    if who.id == me.id or _inside(change.old_chat_member) or not _inside(change.new_chat_member):
+        return None
+    name = clean_name(who.full_name) or clean_name(who.username or "")
+    return InboundMessage(
+        platform=PLATFORM,
+        chat_id=str(change.chat.id),
+        chat_type=ChatType.GROUP,
+        sender_id=str(who.id),
+        sender_name=name or str(who.id),
+        text="",
+        timestamp=change.date,
+        joined=True,
+    )
+
+
+def _inside(member: ChatMember) -> bool:
+    if member.status == ChatMember.RESTRICTED:
+        return bool(getattr(member, "is_member", False))
+    return member.status in (ChatMember.MEMBER, ChatMember.ADMINISTRATOR, ChatMember.OWNER)
+
+
 class Members:
     """getChatMember through a short cache, and the moderation calls, on one Bot."""
 
     def __init__(self, bot: Bot) -> None:
         self._bot = bot
         self._roles: TTLCache[tuple[str, str], str | None] = TTLCache(4096, ROLE_TTL_S)
+        self._joined: TTLCache[tuple[str, str], bool] = TTLCache(4096, JOIN_TTL_S)
+
+    def joins(self, update: Update, me: BotIdentity) -> list[InboundMessage]:
+        """Who joined, from either source, each join once."""
+        found = joined_members(update, me)
+        if (member := member_joined(update, me)) is not None:
+            found.append(member)
+        fresh = []
+        for message in found:
+            key = (message.chat_id, message.sender_id)
+            if key not in self._joined:
+                self._joined[key] = True
+                fresh.append(message)
+        return fresh
 
     async def role(self, chat_id: str, user_id: str) -> str | None:
         if not chat_id.startswith("-") or not user_id.isdigit():

@@ -18,7 +18,14 @@ import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
-from telegram import Bot, InputFile, MessageEntity, ReplyParameters, User
+from telegram import (
+    Bot,
+    InlineKeyboardMarkup,
+    InputFile,
+    MessageEntity,
+    ReplyParameters,
+    User,
+)
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError
 from telegram.warnings import PTBDeprecationWarning
@@ -113,15 +120,18 @@ class TelegramSender:
         *,
         reply_to: int | None = None,
         thread_id: int | None = None,
+        markup: InlineKeyboardMarkup | None = None,
     ) -> list[int]:
-        """Send plain `text` in as many messages as needed; the first replies to `reply_to`.
+        """Send plain `text` in as many messages as needed; the first replies to `reply_to`,
+        the last carries `markup` (inline buttons).
 
         For our own texts (command answers, notices), shown exactly as written. Returns
         the sent message ids. Raises TelegramError if a piece cannot be sent; the pieces
         before it stay sent (Telegram has no transactions).
         """
         sent: list[int] = []
-        for index, piece in enumerate(split_for_telegram(text)):
+        pieces = split_for_telegram(text)
+        for index, piece in enumerate(pieces):
             formatted = FormattedText(piece)
             sent.append(
                 await self.send_piece(
@@ -129,6 +139,7 @@ class TelegramSender:
                     formatted,
                     reply_to=reply_to if index == 0 else None,
                     thread_id=thread_id,
+                    markup=markup if index == len(pieces) - 1 else None,
                 )
             )
         return sent
@@ -141,6 +152,7 @@ class TelegramSender:
         reply_to: int | None = None,
         thread_id: int | None = None,
         once: bool = False,
+        markup: InlineKeyboardMarkup | None = None,
     ) -> int:
         """Send one piece (within the limit) with its entities, plain if they are refused.
 
@@ -159,6 +171,7 @@ class TelegramSender:
                 message_thread_id=thread_id,
                 reply_parameters=reply,
                 entities=entities,
+                reply_markup=markup,
             )
             return message.message_id
 

@@ -165,12 +165,13 @@ class Moderation:
 
     # -- reports -------------------------------------------------------------------------
 
-    async def report(self, message: InboundMessage) -> str:
-        """Judge the message `message` replies to; the proposal's line (nothing is done)."""
+    async def report(self, message: InboundMessage) -> tuple[str, int | None]:
+        """Judge the message `message` replies to: the proposal's line (nothing is done)
+        and the id of the proposal left open for an admin, if any."""
         if message.reply_to_sender_id is None or not (message.reply_text or "").strip():
-            return "Answer the message you report with /mod report."
+            return "Answer the message you report with /mod report.", None
         if self._model is None:
-            return "Reports need a model, and none is configured."
+            return "Reports need a model, and none is configured.", None
         rules = await self.rules(message.platform, message.chat_id)
         name = message.reply_to_sender_id
         messages = request(rules.rules, name, message.reply_text or "")
@@ -178,7 +179,7 @@ class Moderation:
             result = await self._model.chat(messages, max_tokens=self._options.report_tokens)
         except LLMError as exc:
             log.warning("report in %s not judged: %s", message.chat_key, exc.kind)
-            return "I couldn't review that message just now; try again later."
+            return "I couldn't review that message just now; try again later.", None
         penalty, reason = verdict(result.text or "")
         proposal = await self.store.propose(
             Proposal(
@@ -199,28 +200,32 @@ class Moderation:
             )
         )
         if penalty.kind == "none":
-            return f"Report #{proposal.id}: no action proposed. {reason}".strip()
-        return (
+            return f"Report #{proposal.id}: no action proposed. {reason}".strip(), None
+        line = (
             f"Proposal #{proposal.id}: {penalty.label()} for {name}: "
             f"{reason or 'no reason given'}. "
             f"Nothing happens until an admin answers /mod approve {proposal.id} "
             f"(or /mod decline {proposal.id})."
         )
+        return line, proposal.id
 
-    async def decide(self, message: InboundMessage, proposal_id: int, approve: bool) -> str:
-        """An admin's answer to a proposal (the caller checked the admin); acts once."""
+    async def decide(
+        self, message: InboundMessage, proposal_id: int, approve: bool
+    ) -> tuple[str, bool]:
+        """An admin's answer to a proposal (the caller checked the admin); acts once.
+        The line, and whether the proposal is decided now (by this answer or before)."""
         found = await self.store.proposal(message.platform, message.chat_id, proposal_id)
         if found is None:
-            return f"There is no proposal #{proposal_id} in this group."
+            return f"There is no proposal #{proposal_id} in this group.", False
         if found.state != "open":
-            return f"Proposal #{proposal_id} was {found.state} already."
+            return f"Proposal #{proposal_id} was {found.state} already.", True
         if approve and await self.admins.confirmed(message, found.user_id):
-            return f"Proposal #{proposal_id}: I don't act on an admin."
+            return f"Proposal #{proposal_id}: I don't act on an admin.", False
         state = "approved" if approve else "declined"
         if not await self.store.decide(proposal_id, state, message.sender_key):
-            return f"Proposal #{proposal_id} was decided already."
+            return f"Proposal #{proposal_id} was decided already.", True
         if not approve:
-            return f"Proposal #{proposal_id} declined; nothing was done."
+            return f"Proposal #{proposal_id} declined; nothing was done.", True
         outcome = await self.actor.take(
             ActionDraft(
                 platform=found.platform,
@@ -235,8 +240,9 @@ class Moderation:
             )
         )
         if outcome == "done":
-            return f"Proposal #{proposal_id} approved: {found.penalty.label()} done."
-        return f"Proposal #{proposal_id} approved; it could not be carried out ({outcome})."
+            return f"Proposal #{proposal_id} approved: {found.penalty.label()} done.", True
+        line = f"Proposal #{proposal_id} approved; it could not be carried out ({outcome})."
+        return line, True
 
 
 def _utc(message: InboundMessage) -> datetime:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
 from core.admins import Admins
@@ -163,7 +163,11 @@ class Gate:
         """The one place a command's `Reply` (or a notice) becomes an outbound message."""
         if not reply.text.strip():
             return
-        await self._outbox.tell(notice_for(message, reply.text, private=reply.private))
+        outbound = notice_for(message, reply.text, private=reply.private)
+        if reply.choices or reply.settles:
+            settles = message.reply_to_message_id if reply.settles else None
+            outbound = replace(outbound, choices=reply.choices, settles=settles)
+        await self._outbox.tell(outbound)
 
     async def decide(self, message: InboundMessage) -> Decision:
         """The ladder, once per message (it counts against the rate limit): access,
