@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import (
-    BigInteger,
     Boolean,
     ForeignKey,
     Index,
@@ -17,7 +16,15 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from memory.db.base import Base, BigIdKey
-from memory.db.rows import AUTHOR_LEN, ID_LEN, KIND_LEN, PLATFORM_LEN, UTCDateTime, utcnow
+from memory.db.rows import (
+    AUTHOR_LEN,
+    ID_LEN,
+    KIND_LEN,
+    PLATFORM_LEN,
+    BigId,
+    UTCDateTime,
+    utcnow,
+)
 
 URL_LEN = 2048
 ENTRY_KEY_LEN = 64  # a hash of the entry's id (or link, or title)
@@ -73,7 +80,7 @@ class FeedEntryRow(BigIdKey, Base):
     )
 
     feed_id: Mapped[int] = mapped_column(
-        BigInteger().with_variant(Integer(), "sqlite"),
+        BigId,
         ForeignKey("feeds.id", ondelete="CASCADE"),
     )
     entry_key: Mapped[str] = mapped_column(String(ENTRY_KEY_LEN))

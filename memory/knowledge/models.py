@@ -11,7 +11,6 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
-    BigInteger,
     ForeignKey,
     Index,
     Integer,
@@ -24,7 +23,16 @@ from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
 from memory.db.base import Base, BigIdKey
-from memory.db.rows import AUTHOR_LEN, ID_LEN, KIND_LEN, NAME_LEN, PLATFORM_LEN, UTCDateTime, utcnow
+from memory.db.rows import (
+    AUTHOR_LEN,
+    ID_LEN,
+    KIND_LEN,
+    NAME_LEN,
+    PLATFORM_LEN,
+    BigId,
+    UTCDateTime,
+    utcnow,
+)
 
 # -- the knowledge base (migration 0012) --
 
@@ -80,7 +88,7 @@ class KnowledgeChunkRow(BigIdKey, Base):
     )
 
     document_id: Mapped[int] = mapped_column(
-        BigInteger().with_variant(Integer(), "sqlite"),
+        BigId,
         ForeignKey("knowledge_documents.id", ondelete="CASCADE"),
     )
     scope: Mapped[str] = mapped_column(String(SCOPE_LEN))
@@ -99,7 +107,7 @@ class KnowledgeVectorRow(Base):
     __table_args__ = (Index("ix_knowledge_vectors_scope_model", "scope", "model"),)
 
     chunk_id: Mapped[int] = mapped_column(
-        BigInteger().with_variant(Integer(), "sqlite"),
+        BigId,
         ForeignKey("knowledge_chunks.id", ondelete="CASCADE"),
         primary_key=True,
     )

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from memory.chats.models import WorkOriginColumns
 from memory.db.base import Base, BigIdKey
-from memory.db.rows import AUTHOR_LEN, ID_LEN, KIND_LEN, NAME_LEN, UTCDateTime, utcnow
+from memory.db.rows import AUTHOR_LEN, ID_LEN, KIND_LEN, NAME_LEN, BigId, UTCDateTime, utcnow
 
 REMINDER_KINDS = ("remind", "task")
 REMINDER_STATES = ("active", "done", "missed", "cancelled")
@@ -55,7 +55,7 @@ class ReminderRunRow(BigIdKey, Base):
     )
 
     reminder_id: Mapped[int] = mapped_column(
-        BigInteger().with_variant(Integer(), "sqlite"),
+        BigId,
         ForeignKey("reminders.id", ondelete="CASCADE"),
     )
     due_at: Mapped[datetime] = mapped_column(UTCDateTime())
