@@ -13,12 +13,19 @@ from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from channels.config import Section
 from core.tools.mcp.config import Allow, check_allow
 
 PLATFORMS = ("telegram", "qq", "http", "console")
+
+
+def _explicit_allow(value: Allow, info: ValidationInfo) -> Allow:
+    """Who may use a feature with no MCP-style "auto": everyone, admins or a list."""
+    if value == "auto":
+        raise ValueError(f'{info.field_name} is "everyone", "admins" or a list of platform:id')
+    return check_allow(value)
 
 
 class BotConfig(Section):
@@ -273,12 +280,7 @@ class JobsConfig(Section):
     max_steps: int = Field(12, ge=1, le=100)
     max_tokens: int = Field(60000, ge=1000)
 
-    @field_validator("spawn_allow")
-    @classmethod
-    def _spawn_allow(cls, value: Allow) -> Allow:
-        if value == "auto":
-            raise ValueError('spawn_allow is "everyone", "admins" or a list of platform:id')
-        return check_allow(value)
+    _spawn_allow = field_validator("spawn_allow")(_explicit_allow)
 
 
 class ImagesConfig(Section):
@@ -298,12 +300,7 @@ class ImagesConfig(Section):
     # admins); the same rule as MCP tools, checked when offered and again when run.
     allow: Allow = "admins"
 
-    @field_validator("allow")
-    @classmethod
-    def _allow(cls, value: Allow) -> Allow:
-        if value == "auto":
-            raise ValueError('allow is "everyone", "admins" or a list of platform:id')
-        return check_allow(value)
+    _allow = field_validator("allow")(_explicit_allow)
 
 
 class ModerationConfig(Section):
@@ -341,12 +338,7 @@ class SandboxConfig(Section):
     wasi_cache: Path = Path("data/wasi-cache")  # the wasi engine's compiled module
     python: str = ""  # bwrap: the interpreter a run uses; empty: /usr/bin/python3
 
-    @field_validator("allow")
-    @classmethod
-    def _allow(cls, value: Allow) -> Allow:
-        if value == "auto":
-            raise ValueError('allow is "everyone", "admins" or a list of platform:id')
-        return check_allow(value)
+    _allow = field_validator("allow")(_explicit_allow)
 
 
 class DigestConfig(Section):
