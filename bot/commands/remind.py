@@ -50,7 +50,9 @@ class RemindCommand:
             return Reply("Only admins can schedule tasks; /remind sets a reminder.")
         return await self._answer(message, args, SCHEDULE_USAGE, "task")
 
-    async def _answer(self, message: InboundMessage, args: list[str], usage: str, kind: str) -> Reply:
+    async def _answer(
+        self, message: InboundMessage, args: list[str], usage: str, kind: str
+    ) -> Reply:
         """Both commands share list and cancel; anything else sets one of `kind`."""
         sub = args[0].casefold() if args else "help"
         if sub in ("help", "?"):

@@ -6,7 +6,6 @@ from datetime import datetime
 
 from sqlalchemy import (
     Boolean,
-    ForeignKey,
     Index,
     Integer,
     String,
@@ -15,16 +14,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memory.db.base import Base, BigIdKey
-from memory.db.rows import (
-    AUTHOR_LEN,
-    ID_LEN,
-    KIND_LEN,
-    PLATFORM_LEN,
-    BigId,
-    UTCDateTime,
-    utcnow,
-)
+from memory.db.base import Base, BigIdKey, owned_by
+from memory.db.rows import AUTHOR_LEN, ID_LEN, KIND_LEN, PLATFORM_LEN, UTCDateTime, utcnow
 
 URL_LEN = 2048
 ENTRY_KEY_LEN = 64  # a hash of the entry's id (or link, or title)
@@ -79,10 +70,7 @@ class FeedEntryRow(BigIdKey, Base):
         {"sqlite_autoincrement": True},
     )
 
-    feed_id: Mapped[int] = mapped_column(
-        BigId,
-        ForeignKey("feeds.id", ondelete="CASCADE"),
-    )
+    feed_id: Mapped[int] = owned_by("feeds.id")
     entry_key: Mapped[str] = mapped_column(String(ENTRY_KEY_LEN))
     title: Mapped[str] = mapped_column(Text)
     link: Mapped[str] = mapped_column(Text)
