@@ -43,26 +43,25 @@ class RemindCommand:
     admins: Admins
 
     async def remind(self, message: InboundMessage, args: list[str]) -> Reply:
-        sub = args[0].casefold() if args else "help"
-        if sub in ("help", "?"):
-            return Reply(REMIND_USAGE)
-        if sub in ("list", "ls"):
-            return Reply(await self._list(message))
-        if sub in ("cancel", "delete", "rm"):
-            return Reply(await self._cancel(message, args[1:]))
-        return Reply(await self._set(message, "remind"))
+        return await self._answer(message, args, REMIND_USAGE, "remind")
 
     async def schedule(self, message: InboundMessage, args: list[str]) -> Reply:
         if not self.admins.here(message):
             return Reply("Only admins can schedule tasks; /remind sets a reminder.")
+        return await self._answer(message, args, SCHEDULE_USAGE, "task")
+
+    async def _answer(
+        self, message: InboundMessage, args: list[str], usage: str, kind: str
+    ) -> Reply:
+        """Both commands share list and cancel; anything else sets one of `kind`."""
         sub = args[0].casefold() if args else "help"
         if sub in ("help", "?"):
-            return Reply(SCHEDULE_USAGE)
+            return Reply(usage)
         if sub in ("list", "ls"):
             return Reply(await self._list(message))
         if sub in ("cancel", "delete", "rm"):
             return Reply(await self._cancel(message, args[1:]))
-        return Reply(await self._set(message, "task"))
+        return Reply(await self._set(message, kind))
 
     async def _set(self, message: InboundMessage, kind: str) -> str:
         try:

@@ -21,6 +21,7 @@ from bot.commands.digest import DIGEST_KIND, DigestCommand
 from bot.commands.sub import SubCommand
 from bot.commands.table import Commands
 from bot.config import Settings
+from bot.wiring.limits import limits_from
 from bot.wiring.shared_media import link_policy
 from core.admins import Admins
 from core.clock import WallClock
@@ -89,13 +90,7 @@ class DaemonDigest:
                 store,
                 fetcher,
                 seams.outbox.send_proactive,  # the one door out
-                limits=FeedLimits(
-                    poll_s=config.poll_s,
-                    max_per_chat=config.max_per_chat,
-                    max_bytes=config.max_bytes,
-                    tell_after=config.tell_after,
-                    backoff_max_s=config.backoff_max_s,
-                ),
+                limits=limits_from(config, FeedLimits),
                 clock=clock,
             )
 

@@ -17,6 +17,7 @@ from datetime import datetime
 from bot.commands.remind import RemindCommand
 from bot.commands.table import Commands
 from bot.config import Settings
+from bot.wiring.limits import limits_from
 from core.admins import Admins
 from core.messages import ChatType, InboundMessage
 from core.reminders.scheduler import Gate, Lock, Scheduler, SchedulerOptions, owner_message
@@ -49,12 +50,7 @@ def build_reminders(
     return Reminders(
         storage.reminders,
         default_zone=settings.bot.timezone,
-        limits=ReminderLimits(
-            max_per_user=config.max_per_user,
-            max_per_chat=config.max_per_chat,
-            min_interval_s=config.min_interval_s,
-            catch_up_s=config.catch_up_s,
-        ),
+        limits=limits_from(config, ReminderLimits),
         zone_of=zone_of,
         can_reach=lambda platform: platform != "http" or push_url is not None,
         clock=clock,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bot.config import Settings
+from bot.wiring.limits import limits_from
 from bot.wiring.shared_media import SharedMedia
 from core.admins import Admins
 from core.messages import Attachment, InboundMessage, OutboundMessage
@@ -77,13 +78,7 @@ async def build_sandbox(
         log.warning("sandbox: run_python is off: %s", picked.why)
         return None
     log.info("sandbox: run_python runs on %s", picked.why)
-    limits = RunLimits(
-        timeout_s=config.timeout_s,
-        memory_mb=config.memory_mb,
-        max_output_chars=config.max_output_chars,
-        max_file_mb=config.max_file_mb,
-        max_processes=config.max_processes,
-    )
+    limits = limits_from(config, RunLimits)
     owner = getattr(picked.engine, "run_as", None)
     folders = ChatFolders(root, config.keep_hours, owner)
     rules = SandboxRules(

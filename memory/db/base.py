@@ -8,8 +8,10 @@ tests/memory/test_storage.py checks that models and migrations agree.
 
 from __future__ import annotations
 
-from sqlalchemy import MetaData
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from typing import Any
+
+from sqlalchemy import ForeignKey, MetaData
+from sqlalchemy.orm import DeclarativeBase, Mapped, MappedColumn, mapped_column
 
 from memory.db.rows import BigId
 
@@ -33,3 +35,9 @@ class BigIdKey:
     (turns, accepted messages, usage, tool calls, reminders, jobs, knowledge)."""
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
+
+
+def owned_by(key: str, **options: Any) -> MappedColumn[Any]:
+    """A column holding a BigIdKey row's id (`key` is "table.id"): the same 64-bit type, and
+    the row goes with its owner (ON DELETE CASCADE)."""
+    return mapped_column(BigId, ForeignKey(key, ondelete="CASCADE"), **options)

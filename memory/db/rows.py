@@ -9,8 +9,9 @@ A domain's own checks (a turn's, a memory's) live in that domain's store.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import BigInteger, DateTime, Integer
+from sqlalchemy import BigInteger, Connection, DateTime, Integer, Select
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
@@ -22,7 +23,8 @@ NAME_LEN = 256
 AUTHOR_LEN = 200
 KIND_LEN = 16
 
-# SQLite only aliases rowid for INTEGER PRIMARY KEY, so BIGINT must become INTEGER there.
+# SQLite only aliases rowid for INTEGER PRIMARY KEY, so BIGINT must become INTEGER there;
+# a column that refers to such a key has the same type.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 
 
@@ -33,6 +35,13 @@ class OverLimit(ValueError):
     def __init__(self, fact: str, limit: int) -> None:
         super().__init__(f"{fact} (limit {limit})")
         self.limit = limit
+
+
+def refuse_over(conn: Connection, counted: Select[Any], refused: OverLimit) -> None:
+    """Raise `refused` when `counted`, read inside the write's transaction, has reached
+    `refused.limit` already: every store with a quota checks it this one way."""
+    if conn.execute(counted).scalar_one() >= refused.limit:
+        raise refused
 
 
 class UTCDateTime(TypeDecorator[datetime]):

@@ -5,9 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import (
-    BigInteger,
     Boolean,
-    ForeignKey,
     Index,
     Integer,
     String,
@@ -16,7 +14,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memory.db.base import Base, BigIdKey
+from memory.db.base import Base, BigIdKey, owned_by
 from memory.db.rows import AUTHOR_LEN, ID_LEN, KIND_LEN, PLATFORM_LEN, UTCDateTime, utcnow
 
 URL_LEN = 2048
@@ -72,10 +70,7 @@ class FeedEntryRow(BigIdKey, Base):
         {"sqlite_autoincrement": True},
     )
 
-    feed_id: Mapped[int] = mapped_column(
-        BigInteger().with_variant(Integer(), "sqlite"),
-        ForeignKey("feeds.id", ondelete="CASCADE"),
-    )
+    feed_id: Mapped[int] = owned_by("feeds.id")
     entry_key: Mapped[str] = mapped_column(String(ENTRY_KEY_LEN))
     title: Mapped[str] = mapped_column(Text)
     link: Mapped[str] = mapped_column(Text)

@@ -18,7 +18,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from memory.db.migrate import Database
 from memory.db.records import Records
-from memory.db.rows import check_key, clean_text, utcnow
+from memory.db.rows import check_key, clean_text, refuse_over, utcnow
 from memory.digest.models import DigestMarkRow, FeedEntryRow, FeedRow
 from memory.digest.types import EntryDraft, Feed, FeedDraft, FeedEntry, FeedOverLimit
 
@@ -116,8 +116,7 @@ class DigestStore:
         def write(conn: Connection) -> int | None:
             if conn.execute(same).first() is not None:
                 return None
-            if conn.execute(here).scalar_one() >= max_per_chat:
-                raise FeedOverLimit(max_per_chat)
+            refuse_over(conn, here, FeedOverLimit(max_per_chat))
             found = conn.execute(
                 insert(FeedRow)
                 .values(

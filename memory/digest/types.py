@@ -10,15 +10,15 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from memory.chats.types import ChatKey
+from memory.db.rows import OverLimit
 
 
-class FeedOverLimit(ValueError):
-    """A feed not added: the chat already follows `limit` feeds. Facts only: what the
-    person is told is the core's (core/feeds/service.py)."""
+class FeedOverLimit(OverLimit):
+    """A feed not added: the chat already follows `limit` feeds (core/feeds/service.py
+    words it)."""
 
     def __init__(self, limit: int) -> None:
-        super().__init__(f"chat already follows {limit} feeds")
-        self.limit = limit
+        super().__init__(f"chat already follows {limit} feeds", limit)
 
 
 @dataclass(frozen=True)

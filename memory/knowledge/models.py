@@ -11,8 +11,6 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
-    BigInteger,
-    ForeignKey,
     Index,
     Integer,
     LargeBinary,
@@ -23,7 +21,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memory.db.base import Base, BigIdKey
+from memory.db.base import Base, BigIdKey, owned_by
 from memory.db.rows import AUTHOR_LEN, ID_LEN, KIND_LEN, NAME_LEN, PLATFORM_LEN, UTCDateTime, utcnow
 
 # -- the knowledge base (migration 0012) --
@@ -79,10 +77,7 @@ class KnowledgeChunkRow(BigIdKey, Base):
         {"sqlite_autoincrement": True},
     )
 
-    document_id: Mapped[int] = mapped_column(
-        BigInteger().with_variant(Integer(), "sqlite"),
-        ForeignKey("knowledge_documents.id", ondelete="CASCADE"),
-    )
+    document_id: Mapped[int] = owned_by("knowledge_documents.id")
     scope: Mapped[str] = mapped_column(String(SCOPE_LEN))
     ordinal: Mapped[int] = mapped_column(Integer)
     locator: Mapped[str] = mapped_column(String(NAME_LEN), default="")
@@ -98,11 +93,7 @@ class KnowledgeVectorRow(Base):
     __tablename__ = "knowledge_vectors"
     __table_args__ = (Index("ix_knowledge_vectors_scope_model", "scope", "model"),)
 
-    chunk_id: Mapped[int] = mapped_column(
-        BigInteger().with_variant(Integer(), "sqlite"),
-        ForeignKey("knowledge_chunks.id", ondelete="CASCADE"),
-        primary_key=True,
-    )
+    chunk_id: Mapped[int] = owned_by("knowledge_chunks.id", primary_key=True)
     model: Mapped[str] = mapped_column(String(NAME_LEN), primary_key=True)
     scope: Mapped[str] = mapped_column(String(SCOPE_LEN))
     dim: Mapped[int] = mapped_column(Integer)

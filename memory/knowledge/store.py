@@ -28,7 +28,7 @@ from sqlalchemy import (
 )
 
 from memory.db.migrate import Database
-from memory.db.rows import AUTHOR_LEN, NAME_LEN, clean_text, utcnow
+from memory.db.rows import AUTHOR_LEN, NAME_LEN, clean_text, refuse_over, utcnow
 from memory.knowledge.models import (
     KNOWLEDGE_FTS,
     SCOPE_LEN,
@@ -125,8 +125,7 @@ class KnowledgeStore:
             if found is not None:  # a failed attempt at the same text: try again
                 gone = delete(KnowledgeDocumentRow).where(KnowledgeDocumentRow.id == found.id)
                 conn.execute(gone)
-            if conn.execute(count).scalar_one() >= max_documents:
-                raise TooManyDocuments(max_documents)
+            refuse_over(conn, count, TooManyDocuments(max_documents))
             new = conn.execute(
                 insert(KnowledgeDocumentRow)
                 .values(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from memory.chats.models import WorkOriginColumns
-from memory.db.base import Base, BigIdKey
+from memory.db.base import Base, BigIdKey, owned_by
 from memory.db.rows import AUTHOR_LEN, ID_LEN, KIND_LEN, NAME_LEN, UTCDateTime, utcnow
 
 REMINDER_KINDS = ("remind", "task")
@@ -54,10 +54,7 @@ class ReminderRunRow(BigIdKey, Base):
         {"sqlite_autoincrement": True},
     )
 
-    reminder_id: Mapped[int] = mapped_column(
-        BigInteger().with_variant(Integer(), "sqlite"),
-        ForeignKey("reminders.id", ondelete="CASCADE"),
-    )
+    reminder_id: Mapped[int] = owned_by("reminders.id")
     due_at: Mapped[datetime] = mapped_column(UTCDateTime())
     state: Mapped[str] = mapped_column(String(KIND_LEN))
     skipped: Mapped[int] = mapped_column(Integer, default=0)

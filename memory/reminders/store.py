@@ -19,7 +19,7 @@ from sqlalchemy import Connection, func, insert, select, update
 from memory.chats.types import person_key
 from memory.db.migrate import Database
 from memory.db.records import Records
-from memory.db.rows import NAME_LEN, check_key, clean_text, utcnow
+from memory.db.rows import NAME_LEN, check_key, clean_text, refuse_over, utcnow
 from memory.reminders.models import ReminderRow, ReminderRunRow
 from memory.reminders.types import Reminder, ReminderDraft, ReminderOverLimit, Run
 
@@ -70,10 +70,8 @@ class ReminderStore:
         )
 
         def write(conn: Connection) -> int:
-            if conn.execute(mine).scalar_one() >= max_per_user:
-                raise ReminderOverLimit("person", max_per_user)
-            if conn.execute(here).scalar_one() >= max_per_chat:
-                raise ReminderOverLimit("chat", max_per_chat)
+            refuse_over(conn, mine, ReminderOverLimit("person", max_per_user))
+            refuse_over(conn, here, ReminderOverLimit("chat", max_per_chat))
             found = conn.execute(insert(ReminderRow).values(**values).returning(ReminderRow.id))
             return int(found.scalar_one())
 
