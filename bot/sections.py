@@ -10,22 +10,26 @@ bot/wiring/media_config.py, MCP's in core/tools/mcp/config.py.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic import AfterValidator, Field, SecretStr, field_validator
 
 from channels.config import Section
 from core.tools.mcp.config import Allow, check_allow
 
-PLATFORMS = ("telegram", "qq", "http", "console")
 
-
-def _explicit_allow(value: Allow, info: ValidationInfo) -> Allow:
-    """Who may use a feature with no MCP-style "auto": everyone, admins or a list."""
+def _person_allow(value: Allow) -> Allow:
+    """Who may use a tool that acts for one person; MCP's per-server "auto" means nothing here."""
     if value == "auto":
-        raise ValueError(f'{info.field_name} is "everyone", "admins" or a list of platform:id')
+        raise ValueError('it is "everyone", "admins" or a list of platform:id')
     return check_allow(value)
+
+
+# `[images] allow`, `[jobs] spawn_allow`, `[sandbox] allow`: checked when offered and when run.
+PersonAllow = Annotated[Allow, AfterValidator(_person_allow)]
+
+PLATFORMS = ("telegram", "qq", "http", "console")
 
 
 class BotConfig(Section):
@@ -121,10 +125,11 @@ class VisionConfig(Section):
 class StorageConfig(Section):
     # sqlite+aiosqlite:// (the older spelling) still works and means the same as sqlite://.
     url: str = "sqlite:///data/chatterd.sqlite"
-    # PostgreSQL: connections for reads and writes per daemon (chat locks take another
-    # [bot] max_in_flight); `replicas` daemons share the server, and `chatterd run` stops
-    # when replicas x (pool_size + max_in_flight) cannot fit its max_connections.
-    pool_size: int = Field(20, ge=1, le=1000)
+    # PostgreSQL: every connection a daemon opens, however many turns are in flight
+    # (a turn holds one only for each short transaction); `replicas` daemons share the
+    # server, and `chatterd run` stops when replicas x pool_size cannot fit its
+    # max_connections.
+    pool_size: int = Field(15, ge=1, le=1000)
     replicas: int = Field(1, ge=1, le=1000)
 
     @field_validator("url")
@@ -276,11 +281,9 @@ class JobsConfig(Section):
     lease_s: float = Field(60.0, ge=5, le=3600)  # a dead process's job is taken over after this
     # Background tasks (the model's `spawn` tool, core/background/): who may start one, and how
     # far one task may go (tool rounds; tokens, counted to its requester's usage).
-    spawn_allow: Allow = "everyone"
+    spawn_allow: PersonAllow = "everyone"
     max_steps: int = Field(12, ge=1, le=100)
     max_tokens: int = Field(60000, ge=1000)
-
-    _spawn_allow = field_validator("spawn_allow")(_explicit_allow)
 
 
 class ImagesConfig(Section):
@@ -298,9 +301,7 @@ class ImagesConfig(Section):
     max_per_chat_per_day: int = Field(50, ge=0)  # 0: no limit
     # Who may draw: "everyone", "admins" ([bot] admins) or a list of "platform:id" (plus
     # admins); the same rule as MCP tools, checked when offered and again when run.
-    allow: Allow = "admins"
-
-    _allow = field_validator("allow")(_explicit_allow)
+    allow: PersonAllow = "admins"
 
 
 class ModerationConfig(Section):
@@ -325,7 +326,7 @@ class SandboxConfig(Section):
     engine: Literal["auto", "bwrap", "wasi"] = "auto"
     # Who may run code: "admins" ([bot] admins), "everyone" or a list of "platform:id" (plus
     # admins); checked when the tool is offered and again when a call runs.
-    allow: Allow = "admins"
+    allow: PersonAllow = "admins"
     timeout_s: float = Field(30.0, gt=0, le=600)
     memory_mb: int = Field(256, ge=64, le=16384)
     max_output_chars: int = Field(4000, ge=100, le=100_000)
@@ -337,8 +338,6 @@ class SandboxConfig(Section):
     folder: Path = Path("data/sandbox")  # the chats' folders
     wasi_cache: Path = Path("data/wasi-cache")  # the wasi engine's compiled module
     python: str = ""  # bwrap: the interpreter a run uses; empty: /usr/bin/python3
-
-    _allow = field_validator("allow")(_explicit_allow)
 
 
 class DigestConfig(Section):
