@@ -58,6 +58,7 @@ class OneBotChannel:
     name = "qq"
     pushes = True
     shows_images = True  # OutboundMessage.image goes out as a picture
+    sends_files = True  # OutboundMessage.document goes out as an uploaded QQ file
 
     def __init__(
         self,

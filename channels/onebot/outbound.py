@@ -46,6 +46,10 @@ DM_REFUSED = (
     "directly first, then ask again there."
 )
 FORWARD_ACTIONS = {"group": "send_group_forward_msg", "private": "send_private_forward_msg"}
+UPLOAD_ACTIONS = {"group": "upload_group_file", "private": "upload_private_file"}
+# The implementation answers an upload only once QQ's servers took the whole file, which
+# for a file of several MB takes far longer than an ordinary action.
+UPLOAD_TIMEOUT_S = 120.0
 # How implementations word "no such action" when they do not use retcode 1404
 # (NapCat's HTTP server: retcode 200, "不支持的Api <action>").
 _UNSUPPORTED_WORDS = ("unsupported", "not supported", "not implemented", "不支持", "不存在")
@@ -183,6 +187,10 @@ class Outbound:
         to the person's DM, or the group is told that QQ refused it."""
         if message.image is not None:
             return await self._send_picture(account, destination, message.image, message.text)
+        if message.document is not None:
+            name = message.document_name or "file"
+            await self.upload_file(account, destination, message.document, name)
+            return []  # an upload answers with no message id
         person = message.private_to
         if person is not None and destination.kind == "group":
             dm = Destination("private", person.user_id, temp_group=destination.number)
@@ -229,6 +237,26 @@ class Outbound:
         if caption.strip():
             segments.append(text_segment(caption[:QQ_TEXT_LIMIT]))
         return self._note_sent(account, await self._send_segments(account, destination, segments))
+
+    async def upload_file(
+        self, account: str, destination: Destination, data: bytes, name: str
+    ) -> None:
+        """A file as a QQ file (`upload_group_file` / `upload_private_file`), inline as
+        `base64://` so the implementation needs no path it shares with the daemon. NapCat
+        reads that; one that takes local paths only (go-cqhttp) refuses it, and the run's
+        result tells the model the file could not be sent."""
+        action = UPLOAD_ACTIONS[destination.kind]
+        key = "group_id" if destination.kind == "group" else "user_id"
+        encoded = base64.b64encode(data).decode("ascii")
+        params = {key: id_param(destination.number), "file": f"base64://{encoded}", "name": name}
+
+        async def run() -> Any:
+            live = self._registry.live(account)
+            result = await live.actions.call(action, params, timeout_s=UPLOAD_TIMEOUT_S)
+            self._on_sent()
+            return result
+
+        await self._pacer.send(account, run)
 
     async def _send_segments(
         self, account: str, destination: Destination, segments: list[Segment]

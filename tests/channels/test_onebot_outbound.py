@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -339,3 +339,28 @@ async def test_stop_fails_queued_sends_and_leaves_nothing_behind(manual: Rig) ->
     assert manual.clock.sleeping == 0  # the queue's wait was cancelled, not left hanging
     with pytest.raises(DeliveryError):
         await manual.channel.send(answer("group:1", "after stop"))
+
+
+# -- files ---------------------------------------------------------------------------
+
+
+async def test_a_file_goes_to_a_private_chat_as_one_upload_and_a_refusal_is_delivery_error(
+    rig: Rig,
+) -> None:
+    impl, _ = await rig.connect()
+    data = "naïve,€\n1,2\n".encode()
+    file = OutboundMessage("qq", "private:20002", "t.csv", document=data, document_name="t.csv")
+    sent = await rig.channel.send(file)
+    assert sent.message_ids == ()
+    assert impl.uploads == [
+        {"action": "upload_private_file", "to": 20002, "name": "t.csv", "data": data}
+    ]
+    assert impl.sent == []  # the file alone: no text message beside it
+
+    def refuse(params: dict[str, Any]) -> None:
+        raise ActionRefused(1200, "file not found")
+
+    impl.responders["upload_group_file"] = refuse
+    with pytest.raises(DeliveryError):
+        await rig.channel.send(replace(file, chat_id="group:30003"))
+    assert len(impl.uploads) == 1

@@ -11,6 +11,7 @@ and builds frames itself, so a bug in our parser cannot hide in a shared helper.
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 import time
@@ -129,6 +130,8 @@ class FakeOneBot:
             "send_group_msg": self._sent,
             "send_private_msg": self._sent,
             "get_msg": self._get_msg,
+            "upload_group_file": self._uploaded,
+            "upload_private_file": self._uploaded,
             "get_group_member_info": self._member,
             "get_stranger_info": lambda p: {"user_id": p["user_id"], "nickname": "stranger"},
         }
@@ -143,6 +146,8 @@ class FakeOneBot:
         self.refused: list[dict[str, Any]] = []  # actions answered "failed": {"action", "at"}
         self.known: dict[int, dict[str, Any]] = {}  # message_id -> message (for get_msg)
         self.emoji_likes: list[dict[str, Any]] = []  # set_msg_emoji_like params (NapCat)
+        # upload_group_file / upload_private_file: {"action", "to", "name", "data"}
+        self.uploads: list[dict[str, Any]] = []
         self.gone: set[int] = set()  # recalled messages: a send quoting one is refused
         self._ids = itertools.count(5000)
         self._session: aiohttp.ClientSession | None = None
@@ -227,6 +232,21 @@ class FakeOneBot:
                 raise ActionRefused(1400, "node needs content and a name")
         sent = self._sent(params)
         return {**sent, "forward_id": f"fwd-{sent['message_id']}"}
+
+    def _uploaded(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A file upload, as NapCat takes it: `group_id` or `user_id`, a `name`, and
+        `file` as `base64://...` (a local path of this machine is refused: the fake has
+        none it shares with chatterd)."""
+        action = params.pop("_action")
+        key = "group_id" if action == "upload_group_file" else "user_id"
+        file, name = params.get("file"), params.get("name")
+        if not isinstance(params.get(key), int) or not isinstance(name, str) or not name:
+            raise ActionRefused(1400, f"{action} needs {key} and name")
+        if not isinstance(file, str) or not file.startswith("base64://"):
+            raise ActionRefused(1400, "file not found")
+        data = base64.b64decode(file.removeprefix("base64://"), validate=True)
+        self.uploads.append({"action": action, "to": params[key], "name": name, "data": data})
+        return {"file_id": f"/{len(self.uploads)}-{name}"}
 
     def _member(self, params: dict[str, Any]) -> dict[str, Any]:
         group, user = int(params["group_id"]), int(params["user_id"])

@@ -147,6 +147,9 @@ async def test_no_secret_of_the_daemon_reaches_the_model_and_the_daemon_keeps_an
         tg.push_message(private_chat(ALICE), ALICE, "what is in your environment?")
         await tg.wait_for("sendMessage", 1, within_s=60)
         tg.push_message(private_chat(ALICE), ALICE, "loop forever")
+        # Bob only once Alice's turn took the loop's tool call (else his turn may take
+        # it and be refused it as a member, and no loop runs at all).
+        await model.wait_for_requests(3, timeout_s=30)
         tg.push_message(private_chat(BOB), BOB, "hi")  # answered while the loop runs
         await tg.wait_for("sendMessage", 3, within_s=90)
     everything = json.dumps([r.json for r in model.requests])
