@@ -278,9 +278,10 @@ async def test_a_wake_word_then_three_plain_lines_are_one_request_and_one_reply(
             if i:
                 await asyncio.sleep(GAP_S)
             sent.append(tg.push_message(GROUP, who, text))
-        await settled(storage, 4)
+        rows = await settled(storage, 4)
         (reply,) = await tg.wait_for("sendMessage", 1)
-        await asyncio.sleep(0.5)  # room for a wrong second request or reply
+    # Only an accepted message is ever answered: Bob's line made no row, the four one turn.
+    assert len(rows) == 4 and len({r.reply_turn_id for r in rows}) == 1
     assert len(chat.requests) == 1, [asked(r) for r in chat.requests]
     content = asked(chat.requests[0])
     alices = [text for who, text in lines if who is ALICE]
@@ -302,7 +303,10 @@ async def test_plain_lines_with_no_call_before_them_stay_context(rig: Burster) -
                 await asyncio.sleep(GAP_S)
             rig.tg.push_message(GROUP, ALICE, text)
         await turns_stored(rig.storage, 2)
-        await asyncio.sleep(1.8)  # a burst window and more: nothing may start
+        # Decided as context before they were stored: neither was accepted to be answered.
+        assert await rig.storage.intake.listing() == []
+    turns = await rig.storage.recent_turns("telegram", str(GROUP["id"]), 10)
+    assert [t.kind for t in turns] == ["context", "context"]
     assert rig.chat.requests == [] and rig.tg.calls_of("sendMessage") == []
 
 
